@@ -1,0 +1,31 @@
+"""Deep-Squeeze (Tang et al. 2019), SPEC §3: error-compensated compressed weights.
+
+    v = x½ + e;  c = C(v);  e ← v − c;  send c;  r = Σ_j (W_ij − δ_ij) c_j;  x ← x½ + γ r
+
+e starts at 0. With ``push_sum=True`` this is Sparse-Push (Aketi et al. 2021).
+Extra memory: one model-sized error buffer per node.
+"""
+from __future__ import annotations
+
+import torch
+
+from .base import GossipAlgorithm
+
+
+class DeepSqueeze(GossipAlgorithm):
+    name = "deepsqueeze"
+
+    def init_state(self, x: torch.Tensor) -> None:
+        super().init_state(x)
+        self.error = torch.zeros_like(x)
+
+    def buffers(self) -> dict[str, torch.Tensor]:
+        return {**super().buffers(), "error": self.error}
+
+    def _gossip(self, z: torch.Tensor, step: int) -> None:
+        v = z + self.error
+        payload = self._encode(v)
+        c = self.compressor.decode(payload)          # what every receiver reconstructs
+        torch.sub(v, c, out=self.error)
+        mixed = self.comm.exchange(payload, self.compressor, step, decoded=c)  # Σ_j W_ij c_j
+        z.add_(mixed - c, alpha=self.gamma)

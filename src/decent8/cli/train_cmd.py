@@ -1,0 +1,60 @@
+"""``decent8 train``: one run from a YAML config and key=value overrides."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..config import load_config
+from ..train.loop import train
+from .common import format_table, human_bytes
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train n nodes (the default: digits, 8 nodes, directed ring, skew 0.8, Choco-SGD, 99% top-k)",
+                       description="Train with a YAML config and key=value overrides, e.g. "
+                                   "`decent8 train algorithm=choco compression=topk compression.ratio=0.99 "
+                                   "topology=directed_ring nodes=8 skew=0.8`.")
+    p.add_argument("args", nargs="*", help="an optional config.yaml, then key=value overrides")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    p.set_defaults(func=run)
+
+
+def split_args(args: list[str]) -> tuple[str | None, list[str]]:
+    path = None
+    if args and "=" not in args[0]:
+        path, args = args[0], args[1:]
+    return path, list(args)
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    rows = [
+        ("mean node accuracy", f"{100 * summary['mean_node_accuracy']:.2f} %"),
+        ("averaged-model accuracy", f"{100 * summary['averaged_model_accuracy']:.2f} %"),
+        ("node accuracy min / max", f"{100 * summary['min_node_accuracy']:.2f} / {100 * summary['max_node_accuracy']:.2f} %"),
+        ("consensus distance", f"{summary['consensus_distance']:.3e}"),
+        ("bytes sent per node", f"{human_bytes(summary['bytes_sent_per_node'])} ({summary['bytes_sent_per_node']:.0f} B)"),
+        ("message size", f"{summary['message_bytes']} B ({summary['parameters']} parameters)"),
+        ("spectral gap", f"{summary['spectral_gap']:.6f}"),
+        ("wall time", f"{summary['wall_time_s']:.1f} s"),
+    ]
+    return format_table(("metric", "value"), rows)
+
+
+def run(ns: argparse.Namespace) -> int:
+    if ns.resume:
+        if ns.args:
+            from ..errors import ConfigError
+            raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")
+        summary, path = train(None, resume=ns.resume, quiet=ns.quiet)  # type: ignore[arg-type]
+    else:
+        path_arg, overrides = split_args(ns.args)
+        cfg = load_config(path_arg, overrides)
+        summary, path = train(cfg, quiet=ns.quiet)
+    if not ns.quiet:
+        print(f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
+              f"{summary['compression']} · {summary['topology']} · {summary['nodes']} nodes · skew {summary['skew']:g} · "
+              f"{summary['model']} on {summary['dataset']} · {summary['epochs']} epochs")
+        print(summary_table(summary))
+        print(f"run folder: {path}")
+    return 0

@@ -1,0 +1,73 @@
+"""The communication interface the algorithms talk to (ARCHITECTURE "The communication interface").
+
+An algorithm never knows how many nodes live in its process: it holds tensors with a
+leading node axis of length k (k = n in the simulator, k = 1 on a torch.distributed
+rank) and reaches its neighbours only through these calls. Every call that moves
+data counts the bytes of the payload tensors it moves (``bytes_sent``, per local node).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from ..compression.base import Compressor
+from ..compression.payload import Payload
+from ..topology import Topology
+
+
+class Communicator(ABC):
+    """Neighbour exchange, ring passes and node-axis reductions for the k local nodes."""
+
+    def __init__(self, topology: Topology, local_nodes: list[int], device: torch.device) -> None:
+        self.topology = topology
+        self.num_nodes = topology.n
+        self.local_nodes = list(local_nodes)
+        self.device = torch.device(device)
+        #: cumulative bytes each local node has handed to the network (float64, [k])
+        self.bytes_sent = torch.zeros(len(self.local_nodes), dtype=torch.float64)
+
+    @property
+    def k(self) -> int:
+        return len(self.local_nodes)
+
+    # --- gossip ---------------------------------------------------------------
+    @abstractmethod
+    def exchange(
+        self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Send each local node's payload to its out-neighbours; return ``[k, d]``
+        with row i = Σ_j W_ij · decode(payload_j) over i's in-neighbours j, self included.
+
+        ``decoded`` may pass ``compressor.decode(payload)`` for the local nodes when the
+        caller already has it, so it is not decoded twice."""
+
+    @abstractmethod
+    def mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
+        """``[k, m]`` float32 side values (push-sum weights ω) mixed like the parameters:
+        row i = Σ_j W_ij v_j. Sent uncompressed (4 bytes per value per out-edge)."""
+
+    # --- ring -----------------------------------------------------------------
+    @abstractmethod
+    def ring_pass(self, chunk: torch.Tensor) -> torch.Tensor:
+        """Send ``chunk[k, ...]`` to node i+1 (mod n) and return what node i−1 sent."""
+
+    # --- reductions over the node axis (evaluation, metrics; not training traffic) ---
+    @abstractmethod
+    def mean_over_nodes(self, x: torch.Tensor) -> torch.Tensor:
+        """Mean over all n nodes of ``x[k, ...]`` → ``[...]`` (identical on every process)."""
+
+    @abstractmethod
+    def gather_nodes(self, x: torch.Tensor) -> torch.Tensor:
+        """All nodes' rows ``[n, ...]`` from the local ``[k, ...]`` (node order 0..n−1)."""
+
+    @property
+    def is_main(self) -> bool:
+        """True on the process that writes the run folder."""
+        return True
+
+    def barrier(self) -> None:  # pragma: no cover - trivial in one process
+        pass
+
+    def close(self) -> None:  # pragma: no cover
+        pass

@@ -1,0 +1,33 @@
+"""No compression: the dense fp32 message (SPEC §4 baseline)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from .base import Compressor, TensorSpec
+from .payload import Payload
+
+
+class IdentityCompressor(Compressor):
+    """Sends the message as it is: payload ``{"values": float32 [d]}``, ``4·d`` bytes."""
+
+    name = "identity"
+
+    def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
+        self._check_input(x)
+        # A copy: the payload is a snapshot of what was sent, even if x changes later.
+        return Payload({"values": x.to(torch.float32, copy=True)})
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        return payload.tensors["values"].to(torch.float32, copy=True)
+
+    def spec(self) -> dict[str, TensorSpec]:
+        return {"values": ((self.layout.dim,), torch.float32)}
+
+    @property
+    def is_identity(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"IdentityCompressor(d={self.layout.dim})"

@@ -1,0 +1,56 @@
+"""Layer-wise random-k sparsification (SPEC §4).
+
+Per slot l keep ``k_l = max(1, floor(numel_l · (1 − ratio)))`` coordinates chosen
+uniformly at random without replacement, independently per node, from
+``generators[i]`` for node i. Payload as fp32 top-k: ``values`` float32 ``[K]`` and
+``indices`` int16/int32 ``[K]`` (local index in the slot) → ``4·K + i·K`` bytes.
+
+The values are sent unscaled (biased operator, as used by Choco-SGD and
+Deep-Squeeze); the unbiased variant would multiply them by ``numel_l / k_l``.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ..layout import ParamLayout
+from .base import TensorSpec, per_node_uniform, require_generators
+from .payload import Payload
+from .topk import SparseCompressor
+
+
+class RandomKCompressor(SparseCompressor):
+    """Random-k (biased, unscaled values); ``encode`` needs one generator per node."""
+
+    name = "randomk"
+    stochastic = True
+
+    def __init__(self, layout: ParamLayout, ratio: float, index_dtype: str = "auto") -> None:
+        super().__init__(layout, ratio, index_dtype)
+
+    def spec(self) -> dict[str, TensorSpec]:
+        K = self.num_kept
+        return {"values": ((K,), torch.float32), "indices": ((K,), self.index_dtype)}
+
+    def _select(self, xs: torch.Tensor, slot_index: int, keys: torch.Tensor | None) -> torch.Tensor:
+        # The k_l largest of i.i.d. uniform keys: a uniform subset without replacement.
+        slot = self.layout.slots[slot_index]
+        return torch.topk(keys[:, slot.offset : slot.end], self.keep[slot_index], dim=1, sorted=False).indices
+
+    def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
+        self._check_input(x)
+        require_generators(self.name, generators, x.shape[0])
+        # One [d] draw per node (the only per-node loop), then vectorised selection.
+        keys = per_node_uniform(generators, self.layout.dim, x.device)
+        values, local = self._gather(x, keys)
+        return Payload({"values": values, "indices": self._encode_indices(local)})
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        return self._scatter(payload.tensors["values"], payload.tensors["indices"])
+
+    def __repr__(self) -> str:
+        return (
+            f"RandomKCompressor(ratio={self.ratio}, "
+            f"index_dtype={str(self.index_dtype).replace('torch.', '')}, K={self.num_kept})"
+        )

@@ -1,0 +1,213 @@
+"""Layer-wise top-k sparsification (SPEC §4), optionally with 8-bit values.
+
+Per slot l (parameter tensor) keep ``k_l = max(1, floor(numel_l · (1 − ratio)))``
+entries of largest magnitude (ratio 0.99 keeps 1 %). The payload per node is
+
+* ``values``  — the kept signed values, float32 ``[K]`` with ``K = Σ_l k_l``; or with
+  ``value_bits=8`` uint8 ``[K]`` plus ``scale`` and ``zero`` float32 ``[L]``: per-slot
+  asymmetric min/max quantization of the kept values
+  (``scale = max((max − min)/255, 1e-8)``, ``q = round((v − min)/scale)``);
+* ``indices`` — the local index of each kept value inside its slot, int16 or int32.
+  ``index_dtype="auto"`` picks int16 when every slot has ≤ 65536 elements (stored as
+  ``idx − 32768``, decoded by adding 32768 back), else int32.
+
+Bytes per node: ``4·K + i·K`` (fp32 values) or ``K + i·K + 8·L`` (8-bit values),
+with ``i`` = 2 (int16) or 4 (int32).
+
+The slot-structure (``k_l``, index encoding, scatter decode) is shared with random-k
+through :class:`SparseCompressor`.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Sequence
+
+import torch
+
+from ..errors import ConfigError, choice_error
+from ..layout import ParamLayout
+from .base import Compressor, TensorSpec
+from .payload import Payload
+from .quantize import uint8_dequantize, uint8_quantize, uint8_scale
+
+INDEX_DTYPES = ("auto", "int16", "int32")
+#: Largest slot whose local indices fit in int16 (stored with an offset of -32768).
+INT16_MAX_SLOT = 65536
+_INT16_SHIFT = 32768
+
+
+def check_ratio(ratio: float) -> float:
+    """Validate a compression ratio: the dropped fraction, in ``[0, 1)``."""
+    try:
+        r = float(ratio)
+    except (TypeError, ValueError):
+        raise ConfigError("compression.ratio", f"must be a number in [0, 1), got {ratio!r}") from None
+    if isinstance(ratio, bool) or not (0.0 <= r < 1.0):  # also rejects NaN
+        raise ConfigError("compression.ratio", f"must be in [0, 1) (fraction dropped, e.g. 0.99), got {ratio!r}")
+    return r
+
+
+def keep_count(numel: int, ratio: float) -> int:
+    """``max(1, floor(numel · (1 − ratio)))`` (0 for an empty tensor).
+
+    The ratio is read as the decimal it was written as (0.9 is 9/10), so
+    ``floor(1000 · (1 − 0.9))`` is 100, not 99 from binary rounding.
+    """
+    if numel <= 0:
+        return 0
+    keep = math.floor(numel * (1 - Fraction(repr(float(ratio)))))
+    return min(numel, max(1, keep))
+
+
+def resolve_index_dtype(layout: ParamLayout, index_dtype: str) -> torch.dtype:
+    """``"auto"`` → int16 when every slot has ≤ 65536 elements, else int32."""
+    if index_dtype not in INDEX_DTYPES:
+        raise choice_error("compression.index_dtype", index_dtype, INDEX_DTYPES)
+    biggest = max(layout.numels)
+    if index_dtype == "int32":
+        return torch.int32
+    if index_dtype == "int16":
+        if biggest > INT16_MAX_SLOT:
+            raise ConfigError(
+                "compression.index_dtype",
+                f"int16 indices address at most {INT16_MAX_SLOT} elements per tensor, but the "
+                f"largest tensor has {biggest}; use 'int32' or 'auto'",
+            )
+        return torch.int16
+    return torch.int16 if biggest <= INT16_MAX_SLOT else torch.int32
+
+
+class SparseCompressor(Compressor):
+    """Common part of top-k and random-k: per-slot keep counts, index encoding, decode.
+
+    Subclasses implement :meth:`_select` (local indices ``[k, k_l]`` per slot).
+    """
+
+    def __init__(self, layout: ParamLayout, ratio: float, index_dtype: str = "auto") -> None:
+        super().__init__(layout)
+        self.ratio = check_ratio(ratio)
+        self.keep: list[int] = [keep_count(n, self.ratio) for n in layout.numels]
+        self.num_kept: int = sum(self.keep)
+        starts = [0]
+        for c in self.keep:
+            starts.append(starts[-1] + c)
+        #: Position in the ``[K]`` payload where each slot's kept entries start.
+        self.kept_starts: list[int] = starts[:-1]
+        self.index_dtype: torch.dtype = resolve_index_dtype(layout, index_dtype)
+
+    # -- constant index tensors (cached per device) ---------------------------------
+
+    def _kept_segments(self, device: torch.device) -> torch.Tensor:
+        """``[K]`` int64: the slot of each kept entry."""
+        return self._device_cached(
+            "kept_segments",
+            device,
+            lambda dev: torch.repeat_interleave(
+                torch.arange(len(self.layout), device=dev), torch.tensor(self.keep, device=dev)
+            ),
+        )
+
+    def _kept_offsets(self, device: torch.device) -> torch.Tensor:
+        """``[K]`` int64: the slot offset of each kept entry (local → global index)."""
+        return self._device_cached(
+            "kept_offsets",
+            device,
+            lambda dev: torch.tensor(self.layout.offsets, device=dev)[self._kept_segments(dev)],
+        )
+
+    # -- selection ----------------------------------------------------------------------
+
+    def _select(self, x: torch.Tensor, slot_index: int, keys: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _gather(self, x: torch.Tensor, keys: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Kept values (float32 ``[k, K]``) and local indices (int64 ``[k, K]``)."""
+        k = x.shape[0]
+        dev = x.device
+        values = torch.empty(k, self.num_kept, dtype=torch.float32, device=dev)
+        local = torch.empty(k, self.num_kept, dtype=torch.int64, device=dev)
+        for li, (slot, c, start) in enumerate(zip(self.layout, self.keep, self.kept_starts)):
+            if c == 0:
+                continue
+            xs = x[:, slot.offset : slot.end]
+            if c == slot.numel:  # nothing dropped
+                idx = torch.arange(c, device=dev).expand(k, c)
+            else:
+                idx = self._select(xs, li, keys)
+            local[:, start : start + c] = idx
+            values[:, start : start + c] = xs.gather(1, idx)
+        return values, local
+
+    def _encode_indices(self, local: torch.Tensor) -> torch.Tensor:
+        if self.index_dtype == torch.int16:
+            return (local - _INT16_SHIFT).to(torch.int16)
+        return local.to(torch.int32)
+
+    def _global_indices(self, indices: torch.Tensor) -> torch.Tensor:
+        idx = indices.to(torch.int64)
+        if indices.dtype == torch.int16:
+            idx += _INT16_SHIFT
+        return idx + self._kept_offsets(indices.device)
+
+    def _scatter(self, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        """Dense float32 ``[m, d]`` with ``values`` at the kept positions, zeros elsewhere."""
+        m = indices.shape[0]
+        out = torch.zeros(m, self.layout.dim, dtype=torch.float32, device=indices.device)
+        return out.scatter_(1, self._global_indices(indices), values.to(torch.float32))
+
+
+class TopKCompressor(SparseCompressor):
+    """Layer-wise top-k by magnitude, fp32 or 8-bit values (``value_bits`` 32 or 8)."""
+
+    def __init__(
+        self, layout: ParamLayout, ratio: float, value_bits: int = 32, index_dtype: str = "auto"
+    ) -> None:
+        super().__init__(layout, ratio, index_dtype)
+        if isinstance(value_bits, bool) or value_bits not in (8, 32):
+            raise ConfigError("compression.value_bits", f"must be 8 or 32, got {value_bits!r}")
+        self.value_bits = int(value_bits)
+        self.name = "topk_int8" if self.value_bits == 8 else "topk"
+
+    def spec(self) -> dict[str, TensorSpec]:
+        K, L = self.num_kept, len(self.layout)
+        if self.value_bits == 32:
+            return {"values": ((K,), torch.float32), "indices": ((K,), self.index_dtype)}
+        return {
+            "values": ((K,), torch.uint8),
+            "indices": ((K,), self.index_dtype),
+            "scale": ((L,), torch.float32),
+            "zero": ((L,), torch.float32),
+        }
+
+    def _select(self, xs: torch.Tensor, slot_index: int, keys: torch.Tensor | None) -> torch.Tensor:
+        return torch.topk(xs.abs(), self.keep[slot_index], dim=1, sorted=False).indices
+
+    def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
+        self._check_input(x)
+        values, local = self._gather(x)
+        indices = self._encode_indices(local)
+        if self.value_bits == 32:
+            return Payload({"values": values, "indices": indices})
+        k, dev, L = x.shape[0], x.device, len(self.layout)
+        seg = self._kept_segments(dev)
+        idx = seg.expand(k, self.num_kept)
+        # Slots with no kept entries (empty tensors) keep min = max = 0.
+        mn = torch.zeros(k, L, device=dev).scatter_reduce_(1, idx, values, "amin", include_self=False)
+        mx = torch.zeros(k, L, device=dev).scatter_reduce_(1, idx, values, "amax", include_self=False)
+        scale = uint8_scale(mn, mx)
+        q = uint8_quantize(values, seg, mn, scale)
+        return Payload({"values": q, "indices": indices, "scale": scale, "zero": mn})
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        t = payload.tensors
+        values = t["values"]
+        if self.value_bits == 8:
+            values = uint8_dequantize(values, self._kept_segments(values.device), t["zero"], t["scale"])
+        return self._scatter(values, t["indices"])
+
+    def __repr__(self) -> str:
+        return (
+            f"TopKCompressor(ratio={self.ratio}, value_bits={self.value_bits}, "
+            f"index_dtype={str(self.index_dtype).replace('torch.', '')}, K={self.num_kept})"
+        )

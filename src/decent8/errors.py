@@ -1,0 +1,20 @@
+"""User-facing errors.
+
+Every mistake a user can make in a config or on the command line raises
+:class:`ConfigError`; the CLI prints it as one line and exits with code 2.
+"""
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """Bad user input: ``option`` names the setting, ``message`` says what is allowed."""
+
+    def __init__(self, option: str, message: str) -> None:
+        self.option = option
+        self.message = message
+        super().__init__(f"{option}: {message}")
+
+
+def choice_error(option: str, value: object, allowed: "list[str] | tuple[str, ...]") -> ConfigError:
+    """The standard error for a value outside a fixed set of names."""
+    return ConfigError(option, f"unknown value {value!r}; allowed: {', '.join(sorted(allowed))}")

@@ -1,0 +1,147 @@
+"""The training loop: epochs, lr schedule, evaluation, checkpoints, metrics (SPEC §8).
+
+``train(cfg)`` validates and builds everything, creates the run folder, then for each
+epoch runs steps_per_epoch iterations of the engine, evaluates every ``eval_every``
+epochs (one line of metrics.jsonl), and checkpoints. After the last epoch it runs the
+gossip-only consensus rounds, evaluates once more and writes summary.json.
+``train(cfg, resume=folder)`` continues a run from its last checkpoint; with a
+deterministic config the result equals the uninterrupted run.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from .. import __version__
+from ..comm.base import Communicator
+from ..config import TrainConfig, from_dict, to_dict, to_yaml
+from .build import Components, build
+from .engine import Engine
+from .plots import plot_curves
+from .run_dir import CHECKPOINT, RunDir
+
+SUMMARY_KEYS = (
+    "mean_node_accuracy", "averaged_model_accuracy", "consensus_distance",
+    "bytes_sent_per_node", "spectral_gap", "wall_time_s",
+)
+
+
+def default_run_name(cfg: TrainConfig) -> str:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{cfg.algorithm.name}-{cfg.compression.name}-{cfg.topology.name}-n{cfg.nodes}-s{cfg.skew:g}-{stamp}"
+
+
+def checkpoint_name(comm: Communicator) -> str:
+    return CHECKPOINT if comm.k == comm.num_nodes else f"checkpoint-rank{comm.local_nodes[0]}.pt"
+
+
+def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator | None = None,
+          quiet: bool = False) -> tuple[dict[str, Any], Path]:
+    """Run (or resume) one training run; returns the summary and the run folder."""
+    if resume is not None:
+        run = RunDir.existing(resume)
+        import yaml
+        cfg = from_dict(yaml.safe_load(run.file("config.yaml").read_text()))
+    c = build(cfg, comm)
+    comm = c.comm
+    if resume is None:
+        if comm.is_main:
+            cfg.name = cfg.name or default_run_name(cfg)
+            run = RunDir.create(Path(cfg.out_dir) / cfg.name)
+            run.write_config(to_yaml(cfg))
+        comm.barrier()
+        run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
+    engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
+
+    start_epoch, wall_before, rows = 0, 0.0, []
+    state = run.load_checkpoint(checkpoint_name(comm)) if resume is not None else None
+    if state is not None:
+        engine.load_state_dict(state["engine"])
+        start_epoch, wall_before = int(state["epoch"]), float(state["wall_time_s"])
+        rows = [r for r in run.read_metrics() if r["epoch"] <= start_epoch]
+    elif resume is not None and comm.is_main:
+        rows = []
+
+    ds = c.dataset
+    x_train, y_train = ds.x_train.to(c.device), ds.y_train.to(c.device)
+    x_test, y_test = ds.x_test.to(c.device), ds.y_test.to(c.device)
+    steps = c.sampler.steps_per_epoch
+    t0 = time.perf_counter()
+    bar = tqdm(total=cfg.epochs * steps, initial=start_epoch * steps, disable=quiet or not cfg.progress or not comm.is_main,
+               desc=f"{cfg.algorithm.name}/{cfg.compression.name}", unit="it", dynamic_ncols=True, leave=False)
+
+    def evaluate(epoch: float, train_loss: float, lr: float) -> dict[str, Any]:
+        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size)
+        bytes_all = comm.gather_nodes(comm.bytes_sent.to(c.device)).double().cpu()
+        return {"epoch": epoch, "step": engine.step_count, "lr": lr, "train_loss": train_loss, **m,
+                "bytes_sent_per_node": bytes_all.mean().item(), "wall_time_s": wall_before + time.perf_counter() - t0}
+
+    for epoch in range(start_epoch, cfg.epochs):
+        idx = c.sampler.epoch_indices(epoch)
+        loss_sum = torch.zeros((), device=c.device)
+        lr = c.schedule(epoch)
+        for s in range(steps):
+            lr = c.schedule(epoch + s / steps)
+            batch = idx[:, s]
+            loss_sum += engine.train_step(x_train[batch], y_train[batch], lr).mean()
+            bar.update(1)
+        train_loss = comm.mean_over_nodes((loss_sum / steps).reshape(1, 1).expand(comm.k, 1)).item()
+        last = epoch + 1 == cfg.epochs
+        if (epoch + 1) % cfg.eval_every == 0 or last:
+            row = evaluate(epoch + 1, train_loss, lr)
+            rows.append(row)
+            bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{100 * row['mean_node_accuracy']:.1f}%")
+            if comm.is_main:
+                run.write_metrics(rows)
+                plot_curves(rows, run.file("curves.png"), title=run.path.name)
+        if cfg.checkpoint:
+            run.save_checkpoint({"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
+                                 "engine": engine.state_dict(), "config": to_dict(cfg)}, checkpoint_name(comm))
+    bar.close()
+
+    for _ in range(cfg.algorithm.consensus_rounds):
+        engine.consensus_round()
+    final = evaluate(float(cfg.epochs), rows[-1]["train_loss"] if rows else float("nan"), 0.0)
+    final["after_consensus_rounds"] = cfg.algorithm.consensus_rounds
+    bytes_per_iter = c.compressor.nbytes()
+    summary = {
+        "mean_node_accuracy": final["mean_node_accuracy"],
+        "averaged_model_accuracy": final["averaged_model_accuracy"],
+        "consensus_distance": final["consensus_distance"],
+        "bytes_sent_per_node": final["bytes_sent_per_node"],
+        "spectral_gap": c.topology.spectral_gap,
+        "wall_time_s": final["wall_time_s"],
+        "min_node_accuracy": final["min_node_accuracy"],
+        "max_node_accuracy": final["max_node_accuracy"],
+        "node_accuracies": final["node_accuracies"],
+        "averaged_model_loss": final["averaged_model_loss"],
+        "final_train_loss": final["train_loss"],
+        "message_bytes": bytes_per_iter,
+        "steps": engine.step_count,
+        "steps_per_epoch": steps,
+        "epochs": cfg.epochs,
+        "consensus_rounds": cfg.algorithm.consensus_rounds,
+        "nodes": cfg.nodes,
+        "skew": cfg.skew,
+        "algorithm": cfg.algorithm.name,
+        "push_sum": c.push_sum,
+        "gamma": c.gamma,
+        "compression": cfg.compression.name,
+        "topology": cfg.topology.name,
+        "model": cfg.model.name,
+        "parameters": c.model.dim,
+        "dataset": cfg.data.name,
+        "seed": cfg.seed,
+        "device": str(c.device),
+        "backend": cfg.backend,
+        "decent8_version": __version__,
+    }
+    if comm.is_main:
+        run.write_summary(summary)
+    comm.barrier()
+    return summary, run.path

@@ -1,0 +1,94 @@
+"""The run folder: config.yaml, metrics.jsonl, summary.json, checkpoint.pt, PNG curves.
+
+Every file is written atomically (temporary file + ``os.replace``), so a killed run
+never leaves a half-written file; the folder itself is created only after the whole
+config has been validated.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import ConfigError
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+SUMMARY = "summary.json"
+CHECKPOINT = "checkpoint.pt"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class RunDir:
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, path: str | os.PathLike) -> "RunDir":
+        p = Path(path)
+        if p.exists() and any(p.iterdir()):
+            raise ConfigError("name", f"run folder {str(p)!r} already exists; pick another name or resume it with --resume {p}")
+        p.mkdir(parents=True, exist_ok=True)
+        return cls(p)
+
+    @classmethod
+    def existing(cls, path: str | os.PathLike) -> "RunDir":
+        p = Path(path)
+        if not (p / CONFIG).is_file():
+            raise ConfigError("resume", f"{str(p)!r} is not a run folder (no {CONFIG} in it)")
+        return cls(p)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def write_config(self, text: str) -> None:
+        atomic_write_text(self.file(CONFIG), text)
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        f = self.file(METRICS)
+        if not f.exists():
+            return []
+        return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+
+    def write_metrics(self, rows: list[dict[str, Any]]) -> None:
+        atomic_write_text(self.file(METRICS), "".join(json.dumps(r) + "\n" for r in rows))
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write_text(self.file(SUMMARY), json.dumps(summary, indent=2) + "\n")
+
+    def save_checkpoint(self, state: dict[str, Any], name: str = CHECKPOINT) -> None:
+        atomic_torch_save(state, self.file(name))
+
+    def load_checkpoint(self, name: str = CHECKPOINT) -> dict[str, Any] | None:
+        f = self.file(name)
+        if not f.exists():
+            return None
+        return torch.load(f, map_location="cpu", weights_only=False)
