@@ -17,9 +17,23 @@ def make_parser() -> OneLineParser:
     return parser
 
 
+def _subparsers(parser: OneLineParser) -> dict[str, OneLineParser]:
+    for action in parser._actions:
+        if action.__class__.__name__ == "_SubParsersAction":
+            return dict(action.choices)  # type: ignore[attr-defined]
+    return {}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
-    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    sub = _subparsers(parser)
+    if argv and argv[0] in sub:
+        # options may sit anywhere among the key=value overrides
+        ns = sub[argv[0]].parse_intermixed_args(argv[1:])
+        ns.command = argv[0]
+    else:
+        ns = parser.parse_args(argv)
     if ns.command is None:
         parser.print_help()
         return 0

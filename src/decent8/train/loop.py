@@ -98,7 +98,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{100 * row['mean_node_accuracy']:.1f}%")
             if comm.is_main:
                 run.write_metrics(rows)
-                plot_curves(rows, run.file("curves.png"), title=run.path.name)
+                if (epoch + 1) % max(1, cfg.epochs // 10) == 0 or last:
+                    plot_curves(rows, run.file("curves.png"), title=run.path.name)
         if cfg.checkpoint:
             run.save_checkpoint({"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
                                  "engine": engine.state_dict(), "config": to_dict(cfg)}, checkpoint_name(comm))
