@@ -26,7 +26,7 @@ from .errors import ConfigError
 class DataConfig:
     name: str = "digits"
     root: Optional[str] = None
-    batch_size: int = 32            # per node
+    batch_size: int = 16            # per node (the paper's CIFAR runs: 32)
     test_fraction: float = 0.2      # for data sets without a fixed test split (digits)
     eval_batch_size: int = 1024
 
@@ -58,7 +58,7 @@ class TopologyConfig:
 @dataclass
 class AlgorithmConfig:
     name: str = "choco"
-    gamma: Optional[float] = None   # consensus step size; null = 1 uncompressed, 1 − ratio for sparsifiers
+    gamma: Optional[float] = None   # consensus step size; null = auto (see train.build.default_gamma)
     push_sum: str = "auto"          # auto | true | false
     consensus_rounds: int = 51      # gossip-only rounds after training (the paper's code: 51)
 
@@ -83,7 +83,7 @@ class OptimizerConfig:
     schedule: str = "step"          # step | cosine | constant
     warmup_epochs: float = 1.0
     warmup_lr: float = 0.01
-    milestones: list[float] = field(default_factory=list)
+    milestones: list[float] = field(default_factory=lambda: [30.0, 45.0])  # epochs where lr ×= decay
     decay: float = 0.1
     decay_every: float = 0.0        # > 0: multiply by `decay` every this many epochs
 
@@ -95,7 +95,7 @@ class TrainConfig:
     seed: int = 0
     nodes: int = 8
     skew: float = 0.8
-    epochs: int = 40
+    epochs: int = 60
     device: str = "auto"            # auto | cpu | cuda | cuda:N
     backend: str = "simulator"      # simulator | distributed
     eval_every: int = 1             # epochs between evaluations

@@ -73,7 +73,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     steps = c.sampler.steps_per_epoch
     t0 = time.perf_counter()
     bar = tqdm(total=cfg.epochs * steps, initial=start_epoch * steps, disable=quiet or not cfg.progress or not comm.is_main,
-               desc=f"{cfg.algorithm.name}/{cfg.compression.name}", unit="it", dynamic_ncols=True, leave=False)
+               desc=f"{cfg.algorithm.name}/{cfg.compression.name}", unit="it", dynamic_ncols=True, leave=False, mininterval=0.5)
 
     def evaluate(epoch: float, train_loss: float, lr: float) -> dict[str, Any]:
         m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size)
