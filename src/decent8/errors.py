@@ -18,3 +18,7 @@ class ConfigError(ValueError):
 def choice_error(option: str, value: object, allowed: "list[str] | tuple[str, ...]") -> ConfigError:
     """The standard error for a value outside a fixed set of names."""
     return ConfigError(option, f"unknown value {value!r}; allowed: {', '.join(sorted(allowed))}")
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot go on (diverged, a peer died); the CLI prints it as one line, exit 1."""

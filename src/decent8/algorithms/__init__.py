@@ -30,15 +30,16 @@ def resolve_push_sum(name: str, push_sum: str | bool, doubly_stochastic: bool) -
     if name not in _ALGORITHMS:
         raise choice_error("algorithm", name, GOSSIP_ALGORITHMS)
     forced = _ALGORITHMS[name][1]
+    push_sum = str(push_sum).lower() if push_sum is not None else "auto"
     if forced is not None:
-        if push_sum is False or push_sum == "false":
+        if push_sum == "false":
             raise ConfigError("algorithm.push_sum", f"'{name}' is a push-sum algorithm; push_sum must be auto or true")
         return True
-    if push_sum in ("auto", None):
+    if push_sum == "auto":
         return not doubly_stochastic
-    if push_sum in (True, "true"):
+    if push_sum == "true":
         return True
-    if push_sum in (False, "false"):
+    if push_sum == "false":
         return False
     raise ConfigError("algorithm.push_sum", f"must be auto, true or false, got {push_sum!r}")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TrainingError
 from . import inspect_cmds, sweep_cmd, train_cmd
 from .common import OneLineParser, fail
 
@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(ns.func(ns) or 0)
     except ConfigError as e:
         return fail(str(e))
+    except TrainingError as e:
+        fail(str(e))
+        return 1
     except KeyboardInterrupt:
         return fail("interrupted")
 

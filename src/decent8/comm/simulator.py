@@ -8,6 +8,8 @@ measures at its send calls.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ..compression.base import Compressor
@@ -33,7 +35,9 @@ class SimulatorCommunicator(Communicator):
         if phase not in self._w_cache:
             w = self.topology.weights(phase).to(self.device, torch.float32)
             if self.num_nodes >= SPARSE_MIN_NODES:
-                w = w.to_sparse_csr()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+                    w = w.to_sparse_csr()
             self._w_cache[phase] = w
             self._deg_cache[phase] = torch.as_tensor(self.topology.out_degree(phase), dtype=torch.float64)
         return self._w_cache[phase]

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from .. import __version__
 from ..comm.base import Communicator
 from ..config import TrainConfig, from_dict, to_dict, to_yaml
+from ..errors import TrainingError
 from .build import Components, build
 from .engine import Engine
 from .plots import plot_curves
@@ -91,6 +92,11 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             loss_sum += engine.train_step(x_train[batch], y_train[batch], lr).mean()
             bar.update(1)
         train_loss = comm.mean_over_nodes((loss_sum / steps).reshape(1, 1).expand(comm.k, 1)).item()
+        if not torch.isfinite(torch.tensor(train_loss)):
+            bar.close()
+            raise TrainingError(f"training diverged in epoch {epoch + 1} (train loss is {train_loss}); lower "
+                                f"optimizer.lr or algorithm.gamma (now {c.gamma:g}); the last good checkpoint "
+                                f"is in {run.path}")
         last = epoch + 1 == cfg.epochs
         if (epoch + 1) % cfg.eval_every == 0 or last:
             row = evaluate(epoch + 1, train_loss, lr)

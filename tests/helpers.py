@@ -1,0 +1,27 @@
+"""Shared helpers for the tests."""
+from __future__ import annotations
+
+import torch
+
+from decent8.config import load_config
+from decent8.train.build import build
+from decent8.train.engine import Engine
+
+
+def small_config(overrides: list[str]) -> list[str]:
+    return ["nodes=4", "device=cpu", "progress=false", "model.width=4", *overrides]
+
+
+def engine_trajectory(overrides: list[str], steps: int) -> list[torch.Tensor]:
+    """Run ``steps`` engine iterations of the config; return the parameters after each."""
+    cfg = load_config(None, small_config(overrides))
+    c = build(cfg)
+    engine = Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0)
+    x_train, y_train = c.dataset.x_train, c.dataset.y_train
+    out = [engine.params().clone()]
+    idx = c.sampler.epoch_indices(0)
+    for s in range(steps):
+        batch = idx[:, s % idx.shape[1]]
+        engine.train_step(x_train[batch], y_train[batch], lr=0.1)
+        out.append(engine.params().clone())
+    return out
