@@ -75,7 +75,8 @@ def test_train_writes_the_documented_run_folder(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "mean node accuracy" in out and "spectral gap" in out and "bytes sent per node" in out
     run = tmp_path / "r1"
-    for f in ("config.yaml", "metrics.jsonl", "summary.json", "curves.png", "checkpoint.pt"):
+    for f in ("config.yaml", "metrics.jsonl", "summary.json", "curves.png", "checkpoint.pt", "partition.png",
+              "partition.csv"):
         assert (run / f).exists(), f
     summary = json.loads((run / "summary.json").read_text())
     for key in ("mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "bytes_sent_per_node",

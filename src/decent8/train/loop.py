@@ -24,7 +24,9 @@ from ..errors import TrainingError
 from .build import Components, build
 from .engine import Engine
 from .plots import plot_curves
-from .run_dir import CHECKPOINT, RunDir
+from ..data.class_table import plot_class_heatmap
+from ..data.partition import class_counts
+from .run_dir import CHECKPOINT, RunDir, atomic_write_text
 
 SUMMARY_KEYS = (
     "mean_node_accuracy", "averaged_model_accuracy", "consensus_distance",
@@ -35,6 +37,17 @@ SUMMARY_KEYS = (
 def default_run_name(cfg: TrainConfig) -> str:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{cfg.algorithm.name}-{cfg.compression.name}-{cfg.topology.name}-n{cfg.nodes}-s{cfg.skew:g}-{stamp}"
+
+
+def write_partition(run: RunDir, c: Components) -> None:
+    """The per-node class counts of this run as CSV and as a heatmap (the paper's Figure 2)."""
+    labels = c.dataset.y_train.numpy()
+    counts = class_counts(c.parts, labels, c.dataset.num_classes)
+    lines = ["node," + ",".join(c.dataset.class_names)] + [f"{i}," + ",".join(map(str, row)) for i, row in enumerate(counts)]
+    atomic_write_text(run.file("partition.csv"), "\n".join(lines) + "\n")
+    what = f"skew {c.cfg.skew:g}" if c.cfg.partition.name == "skew" else c.cfg.partition.name
+    plot_class_heatmap(counts, run.file("partition.png"), title=f"{c.dataset.name}, {c.cfg.nodes} nodes, {what}",
+                       class_names=c.dataset.class_names)
 
 
 def checkpoint_name(comm: Communicator) -> str:
@@ -55,6 +68,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             cfg.name = cfg.name or default_run_name(cfg)
             run = RunDir.create(Path(cfg.out_dir) / cfg.name)
             run.write_config(to_yaml(cfg))
+            write_partition(run, c)
         comm.barrier()
         run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
     engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
