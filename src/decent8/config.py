@@ -29,6 +29,13 @@ class DataConfig:
     batch_size: int = 16            # per node (the paper's CIFAR runs: 32)
     test_fraction: float = 0.2      # for data sets without a fixed test split (digits)
     eval_batch_size: int = 1024
+    cache_dir: Optional[str] = None  # decoded arrays (.npz); null: $XDG_CACHE_HOME/decent8 or ~/.cache/decent8
+    image_size: Optional[int] = None  # resize images to this many pixels a side (null: the data set's own, Imagenette 224)
+    subset: Optional[float] = None   # train on a class-stratified subset: a fraction in (0, 1] or a count > 1
+    test_subset: Optional[float] = None  # the same for the test split (null: all of it)
+    augment: bool = True            # the data set's standard augmentation (CIFAR-10: crop + flip; Imagenette: resized crop + flip)
+    seq_len: int = 64               # text (agnews): tokens per sample (truncated / padded)
+    vocab_size: int = 20000         # text (agnews): most frequent train words kept (+ <pad>, <unk>)
 
 
 @dataclass
@@ -42,6 +49,17 @@ class PartitionConfig:
 class ModelConfig:
     name: str = "cnn"
     width: Optional[int] = None
+    norm: Optional[str] = None      # none | evonorm | range_evonorm | range_bn | bn | gn; null: the model's default
+                                    # (resnets/vgg: evonorm at fp32, range_evonorm at int8; cnn/mlp: none = ReLU)
+
+
+@dataclass
+class QuantConfig:
+    """8-bit training (precision=int8; SPEC §5)."""
+    bits: int = 8                   # weights, biases, norm parameters, activations (2..16)
+    grad_bits: int = 8              # layer gradients passed backward (2..16)
+    stochastic: bool = True         # stochastic rounding of activations and gradients in training
+    eval_stochastic: bool = False   # also round activations stochastically at evaluation (the reference code's bug)
 
 
 @dataclass
@@ -89,6 +107,15 @@ class OptimizerConfig:
 
 
 @dataclass
+class MarsitConfig:
+    """All-reduce algorithms (marsit, psgd, signsgd, ef_signsgd; MARSIT.md). η_l is
+    optimizer.lr (with its schedule); the all-reduce is a ring on topology=ring /
+    directed_ring and a 2-D torus on topology=torus (topology.rows × topology.cols)."""
+    K: int = 0                      # marsit: fp32 all-reduce every K steps, then c = 0 (Marsit-K); 0 = never
+    eta_s: float = 0.005            # marsit, signsgd: sign step size at optimizer.lr (follows the lr schedule)
+
+
+@dataclass
 class TrainConfig:
     name: Optional[str] = None      # run folder name under out_dir (null: generated, with a time stamp)
     out_dir: str = "runs"
@@ -101,13 +128,17 @@ class TrainConfig:
     eval_every: int = 1             # epochs between evaluations
     checkpoint: bool = True         # write checkpoint.pt after every epoch
     progress: bool = True
+    precision: str = "fp32"         # fp32 | int8 (8-bit training, quant group; messages travel as 8-bit values)
+    dist_timeout_s: float = 60.0    # backend=distributed: seconds a node waits for a peer (exchange, collective, start-up)
     data: DataConfig = field(default_factory=DataConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    quant: QuantConfig = field(default_factory=QuantConfig)
     topology: TopologyConfig = field(default_factory=TopologyConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    marsit: MarsitConfig = field(default_factory=MarsitConfig)
 
 
 GROUPS = tuple(f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory))  # type: ignore[arg-type]

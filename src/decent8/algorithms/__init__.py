@@ -8,10 +8,16 @@ import torch
 from ..comm.base import Communicator
 from ..compression.base import Compressor
 from ..errors import ConfigError, choice_error
+from ..collectives.ring import RingAllReduce, check_allreduce_topology
+from .allreduce import AllReduceAlgorithm, check_allreduce_options
 from .base import GossipAlgorithm
 from .choco import ChocoSGD
 from .deepsqueeze import DeepSqueeze
 from .dpsgd import DPSGD
+from .ef_signsgd import EFSignSGD
+from .marsit import Marsit
+from .psgd import PSGD
+from .signsgd import SignSGD
 
 #: name -> (class, forced push-sum or None)
 _ALGORITHMS: dict[str, tuple[type[GossipAlgorithm], bool | None]] = {
@@ -24,11 +30,25 @@ _ALGORITHMS: dict[str, tuple[type[GossipAlgorithm], bool | None]] = {
 }
 GOSSIP_ALGORITHMS: tuple[str, ...] = tuple(_ALGORITHMS)
 
+#: all-reduce algorithms (aggregate updates over a ring / 2-D torus all-reduce; MARSIT.md)
+_ALLREDUCE: dict[str, type[AllReduceAlgorithm]] = {
+    "psgd": PSGD,
+    "marsit": Marsit,
+    "signsgd": SignSGD,
+    "ef_signsgd": EFSignSGD,
+}
+ALLREDUCE_ALGORITHMS: tuple[str, ...] = tuple(_ALLREDUCE)
+ALGORITHMS: tuple[str, ...] = GOSSIP_ALGORITHMS + ALLREDUCE_ALGORITHMS
+
 
 def resolve_push_sum(name: str, push_sum: str | bool, doubly_stochastic: bool) -> bool:
     """``auto`` → push-sum exactly when W is not doubly stochastic."""
+    if name in _ALLREDUCE:
+        if str(push_sum).lower() == "true":
+            raise ConfigError("algorithm.push_sum", f"'{name}' is an all-reduce algorithm; push_sum must be auto or false")
+        return False
     if name not in _ALGORITHMS:
-        raise choice_error("algorithm", name, GOSSIP_ALGORITHMS)
+        raise choice_error("algorithm", name, ALGORITHMS)
     forced = _ALGORITHMS[name][1]
     push_sum = str(push_sum).lower() if push_sum is not None else "auto"
     if forced is not None:
@@ -65,4 +85,26 @@ def make_algorithm(
     return cls(comm, compressor, gamma=gamma, push_sum=push_sum, generators=generators)
 
 
-__all__ = ["GossipAlgorithm", "DPSGD", "DeepSqueeze", "ChocoSGD", "make_algorithm", "resolve_push_sum", "GOSSIP_ALGORITHMS"]
+def make_allreduce_algorithm(
+    name: str,
+    comm: Communicator,
+    topology: str,
+    rows: int | None = None,
+    cols: int | None = None,
+    generators: Sequence[torch.Generator] | None = None,
+    base_lr: float = 0.1,
+    eta_s: float = 1e-3,
+    K: int = 0,
+) -> AllReduceAlgorithm:
+    """An all-reduce algorithm on the ring (``ring``, ``directed_ring``) or the 2-D torus
+    (``torus``, ``rows`` × ``cols``); ``generators``: one per local node (the per-hop draws)."""
+    if name not in _ALLREDUCE:
+        raise choice_error("algorithm", name, ALGORITHMS)
+    check_allreduce_topology(name, topology)
+    check_allreduce_options(K, eta_s)
+    return _ALLREDUCE[name](comm, RingAllReduce(comm, topology, rows, cols), generators,
+                            base_lr=base_lr, eta_s=eta_s, K=K)
+
+
+__all__ = ["AllReduceAlgorithm", "PSGD", "Marsit", "SignSGD", "EFSignSGD", "make_allreduce_algorithm",
+           "ALLREDUCE_ALGORITHMS", "ALGORITHMS", "GossipAlgorithm", "DPSGD", "DeepSqueeze", "ChocoSGD", "make_algorithm", "resolve_push_sum", "GOSSIP_ALGORITHMS"]

@@ -31,6 +31,8 @@ class GossipAlgorithm(ABC):
     name: str = "abstract"
     #: False for algorithms that never compress (D-PSGD)
     supports_compression: bool = True
+    #: gossip algorithms mix models in :meth:`step`; all-reduce ones (``True``) aggregate updates
+    aggregates_updates: bool = False
 
     def __init__(
         self,

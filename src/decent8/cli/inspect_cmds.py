@@ -7,7 +7,7 @@ from pathlib import Path
 from ..config import load_config
 from ..data.class_table import format_class_table, plot_class_heatmap
 from ..data.partition import class_counts, make_partition
-from ..data.registry import load_dataset
+from ..data.registry import dataset_from_config
 from ..topology import make_topology
 from .train_cmd import split_args
 
@@ -40,7 +40,7 @@ def run_topology(ns: argparse.Namespace) -> int:
 def run_partition(ns: argparse.Namespace) -> int:
     path, overrides = split_args(ns.args)
     cfg = load_config(path, overrides)
-    ds = load_dataset(cfg.data.name, cfg.data.root, cfg.data.test_fraction, cfg.seed)
+    ds = dataset_from_config(cfg.data, cfg.seed)
     labels = ds.y_train.numpy()
     parts = make_partition(cfg.partition.name, labels, cfg.nodes, cfg.seed, skew=cfg.skew,
                            alpha=cfg.partition.alpha, shards_per_node=cfg.partition.shards_per_node)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import ConfigError, TrainingError
-from . import inspect_cmds, sweep_cmd, train_cmd
+from . import cost_cmd, inspect_cmds, launch_cmd, report_cmd, sweep_cmd, train_cmd
 from .common import OneLineParser, fail
 
 
@@ -12,8 +12,11 @@ def make_parser() -> OneLineParser:
     parser = OneLineParser(prog="decent8", description="Decentralized low-precision training: simulate n nodes or run them on torch.distributed.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     train_cmd.add_parser(sub)
+    launch_cmd.add_parser(sub)
     sweep_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     inspect_cmds.add_parsers(sub)
+    cost_cmd.add_parser(sub)
     return parser
 
 
@@ -28,7 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     sub = _subparsers(parser)
-    if argv and argv[0] in sub:
+    if argv and argv[0] == "launch":
+        # launch's own options; everything else goes to `decent8 train` unchanged
+        ns, rest = sub["launch"].parse_known_args(argv[1:])
+        ns.train_args = rest
+        ns.command = argv[0]
+    elif argv and argv[0] in sub:
         # options may sit anywhere among the key=value overrides
         ns = sub[argv[0]].parse_intermixed_args(argv[1:])
         ns.command = argv[0]

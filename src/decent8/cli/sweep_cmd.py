@@ -1,11 +1,18 @@
-"""``decent8 sweep``: run a grid of configs, one run folder per cell, and print a table.
+"""``decent8 sweep``: run a grid of configs or a paper preset, one run folder per cell, and print a table.
 
-Grid axes are overrides with comma-separated values (``skew=0,0.4,0.8``); ``--cell``
-adds alternatives that set several options together (``--cell "algorithm=dpsgd
-compression=identity" --cell "algorithm=choco compression=topk"``). Every cell is
-validated before anything runs; cells whose summary.json exists are skipped, a cell
-with a checkpoint is resumed. Results go to results.csv / results.json in the sweep
-folder.
+The first argument may name a preset (``paper/table3_resnet20_ring8``, looked up under
+``configs/``; see :mod:`decent8.experiments.presets`) or a config YAML. Grid axes are
+overrides with comma-separated values (``skew=0,0.4,0.8``) and replace a preset's axis
+of the same key (``skew=0.8`` fixes it); ``--cell`` adds alternatives that set several
+options together (``--cell "algorithm=dpsgd compression=identity" --cell
+"algorithm=choco compression=topk"``); ``scale=0.05`` shrinks every run for CPU.
+
+Every cell is validated (config, data, model) before anything runs. Cells whose
+summary.json exists are skipped, a cell with a checkpoint is resumed, a cell folder
+holding a different config stops the sweep. ``--jobs N`` runs N cells at once, each
+as ``python -m decent8 train`` with cores/N threads and a log in ``logs/``. The plan goes
+to ``sweep.json``, results to results.csv / results.json / results.md; ``decent8
+report`` turns the folder into the paper's tables and figures.
 """
 from __future__ import annotations
 
@@ -15,28 +22,43 @@ import datetime as _dt
 import io
 import itertools
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..config import load_config
-from ..errors import ConfigError
+from ..config import from_dict, load_config, to_dict, to_yaml
+from ..errors import ConfigError, TrainingError
+from ..experiments.presets import Plan, cell_config, list_presets, make_plan
 from ..train.build import build
 from ..train.loop import train
-from ..train.run_dir import CHECKPOINT, SUMMARY, atomic_write_text
+from ..train.run_dir import CHECKPOINT, CONFIG, SUMMARY, atomic_write_text
 from .common import format_table, human_bytes
 from .train_cmd import split_args
 
 _LIST_VALUE = re.compile(r"^\s*\[.*\]\s*$")
+SWEEP_FILE = "sweep.json"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run a grid of configs and print a results table",
-                       description="e.g. `decent8 sweep --cell \"algorithm=dpsgd compression=identity\" "
+    p = sub.add_parser("sweep", help="run a grid of configs (or a paper preset) and print a results table",
+                       description="e.g. `decent8 sweep paper/table3_resnet20_ring8 scale=0.05 data.root=cifar10.tar.gz "
+                                   "--jobs 2` or `decent8 sweep --cell \"algorithm=dpsgd compression=identity\" "
                                    "--cell \"algorithm=choco compression=topk\" skew=0,0.9`")
-    p.add_argument("args", nargs="*", help="an optional config.yaml, then key=value or key=v1,v2,... overrides")
+    p.add_argument("args", nargs="*", help="an optional preset name (paper/…) or config.yaml, then key=value or "
+                                           "key=v1,v2,... overrides; scale=S (0 < S <= 1) shrinks every run")
     p.add_argument("--cell", action="append", default=[], metavar="\"k=v k=v\"",
                    help="one alternative that sets several options together (repeatable)")
-    p.add_argument("--name", help="sweep folder name under out_dir (default: sweep-<time stamp>)")
+    p.add_argument("--name", help="sweep folder name under out_dir (default: the preset name and scale, "
+                                  "or sweep-<time stamp>)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run N cells at once, each in its own process with cores/N threads (default 1: in this process)")
+    p.add_argument("--dry-run", action="store_true", help="validate every cell and print the plan; run nothing")
+    p.add_argument("--list", action="store_true", help="list the presets and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -61,7 +83,7 @@ def expand(overrides: list[str], cells: list[str]) -> tuple[list[str], list[list
     alt = [c.split() for c in cells] or [[]]
     for c in cells:
         keys = [k for k in (kv.split("=", 1)[0] for kv in c.split())] + keys
-    grid = [list(a) + [x for part in combo for x in [part]] for a in alt for combo in itertools.product(*axes)] if axes else [list(a) for a in alt]
+    grid = [list(a) + list(combo) for a in alt for combo in itertools.product(*axes)]
     seen: list[str] = []
     for k in keys:
         if k not in seen:
@@ -75,40 +97,172 @@ def cell_name(cell: list[str]) -> str:
     return "_".join(kv.replace("=", "-").replace("/", "-").replace(".", "p") for kv in cell)
 
 
-def run(ns: argparse.Namespace) -> int:
-    path, overrides = split_args(ns.args)
-    fixed, grid, keys = expand(overrides, ns.cell)
-    base = load_config(path, fixed)
-    sweep_dir = Path(base.out_dir) / (ns.name or f"sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    cfgs = []
-    for cell in grid:                       # validate every cell before anything runs
-        cfg = load_config(path, fixed + cell)
-        cfg.out_dir, cfg.name = str(sweep_dir), cell_name(cell)
-        build(cfg)
-        cfgs.append((cell, cfg))
-    results = []
-    for i, (cell, cfg) in enumerate(cfgs):
-        run_dir = sweep_dir / cfg.name  # type: ignore[operator]
-        label = " ".join(cell) or "base"
-        if (run_dir / SUMMARY).exists():
-            print(f"[{i + 1}/{len(cfgs)}] {label}: done already, skipped")
-            summary = json.loads((run_dir / SUMMARY).read_text())
-        elif (run_dir / CHECKPOINT).exists():
-            print(f"[{i + 1}/{len(cfgs)}] {label}: resuming")
-            summary, _ = train(None, resume=run_dir, quiet=ns.quiet)  # type: ignore[arg-type]
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
         else:
-            if run_dir.exists():   # a cell that died before its first checkpoint: start it over
-                for f in run_dir.iterdir():
-                    f.unlink()
-                run_dir.rmdir()
-            print(f"[{i + 1}/{len(cfgs)}] {label}")
-            summary, _ = train(cfg, quiet=ns.quiet)
-        results.append((cell, summary))
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+_IGNORED = {"name", "out_dir", "progress"}
+
+
+def check_existing(run_dir: Path, cfg) -> None:
+    """A cell folder left by an earlier sweep must hold the same config, or the sweep stops."""
+    f = run_dir / CONFIG
+    if not f.is_file():
+        return
+    import yaml
+
+    try:
+        old = _flat(to_dict(from_dict(yaml.safe_load(f.read_text()))))
+    except (ConfigError, yaml.YAMLError):
+        old = None
+    new = _flat(to_dict(cfg))
+    diff = [k for k in new if k not in _IGNORED and (old is None or old.get(k) != new[k])]
+    if diff:
+        raise ConfigError("name", f"{str(run_dir)!r} already holds a run of this cell with a different config "
+                                  f"(differs in: {', '.join(diff[:5])}); pick another --name or remove that folder")
+
+
+def default_sweep_name(plan: Plan) -> str:
+    if plan.preset is not None:
+        name = plan.preset.name.replace("/", "-")
+        return name + (f"-scale{plan.scale:g}".replace(".", "p") if plan.scale is not None else "")
+    return f"sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def write_plan(sweep_dir: Path, plan: Plan, argv: list[str]) -> None:
+    p = plan.preset
+    doc = {
+        "preset": p.name if p else None, "preset_path": str(p.path) if p else None,
+        "config": plan.config_path, "title": p.title if p else None, "source": p.source if p else None,
+        "scale": plan.scale, "axes": plan.axes, "base_overrides": plan.base,
+        "cells": [{"name": c.name, "labels": c.labels, "overrides": c.overrides} for c in plan.cells],
+        "report": p.report if p else {}, "paper": p.paper if p else [],
+        **({k: v for k, v in p.extra.items()} if p else {}),
+        "command": ["decent8", "sweep", *argv],
+    }
+    atomic_write_text(sweep_dir / SWEEP_FILE, json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def _clear(run_dir: Path) -> None:
+    """A cell that died before its first checkpoint starts over."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+
+
+def _run_inline(cells: list, quiet: bool) -> dict[str, dict | str]:
+    out: dict[str, dict | str] = {}
+    for i, (cell, cfg, run_dir) in enumerate(cells):
+        tag = f"[{i + 1}/{len(cells)}] {cell.label}"
+        try:
+            if (run_dir / CHECKPOINT).exists():
+                print(f"{tag}: resuming", flush=True)
+                summary, _ = train(None, resume=run_dir, quiet=quiet)  # type: ignore[arg-type]
+            else:
+                _clear(run_dir)
+                print(tag, flush=True)
+                summary, _ = train(cfg, quiet=quiet)
+            out[cell.name] = summary
+        except TrainingError as e:
+            print(f"{tag}: FAILED: {e}", flush=True)
+            out[cell.name] = str(e)
+    return out
+
+
+def _run_parallel(cells: list, sweep_dir: Path, jobs: int) -> dict[str, dict | str]:
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, str(threads))
+    (sweep_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (sweep_dir / ".cells").mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+    done = [0]
+
+    def one(item) -> tuple[str, dict | str]:
+        cell, cfg, run_dir = item
+        log = sweep_dir / "logs" / f"{cell.name}.log"
+        if (run_dir / CHECKPOINT).exists():
+            args, what = ["train", "--resume", str(run_dir), "--quiet"], "resumed"
+        else:
+            _clear(run_dir)
+            cfg_file = sweep_dir / ".cells" / f"{cell.name}.yaml"
+            cfg.progress = False
+            atomic_write_text(cfg_file, to_yaml(cfg))
+            args, what = ["train", str(cfg_file), "--quiet"], "started"
+        with lock:
+            print(f"  {cell.label}: {what} (log: {log})", flush=True)
+        with open(log, "w", encoding="utf-8") as fh:
+            rc = subprocess.run([sys.executable, "-m", "decent8", *args], stdout=fh, stderr=subprocess.STDOUT,
+                                env=env).returncode
+        summary_file = run_dir / SUMMARY
+        with lock:
+            done[0] += 1
+            if rc == 0 and summary_file.exists():
+                s = json.loads(summary_file.read_text())
+                print(f"[{done[0]}/{len(cells)}] {cell.label}: {100 * s['mean_node_accuracy']:.2f} %", flush=True)
+                return cell.name, s
+            tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["no output"]
+            print(f"[{done[0]}/{len(cells)}] {cell.label}: FAILED (exit {rc}): {tail[0]}", flush=True)
+            return cell.name, f"exit {rc}: {tail[0]}"
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return dict(pool.map(one, cells))
+
+
+def run(ns: argparse.Namespace) -> int:
+    if ns.list:
+        for name in list_presets():
+            print(name)
+        return 0
+    if ns.jobs < 1:
+        raise ConfigError("--jobs", f"must be >= 1, got {ns.jobs}")
+    path, overrides = split_args(ns.args)
+    plan = make_plan(path, overrides, ns.cell)
+    base = load_config(plan.config_path, plan.base)
+    if base.backend != "simulator":
+        raise ConfigError("backend", "a sweep runs its cells with backend=simulator; start distributed runs one at a "
+                                     "time with `decent8 launch`")
+    sweep_dir = Path(base.out_dir) / (ns.name or default_sweep_name(plan))
+    cfgs = []
+    for cell in plan.cells:                 # validate every cell before anything runs
+        cfg = cell_config(plan, cell)
+        cfg.out_dir, cfg.name = str(sweep_dir), cell.name
+        build(cfg)
+        check_existing(sweep_dir / cell.name, cfg)
+        cfgs.append((cell, cfg, sweep_dir / cell.name))
+    title = plan.preset.title if plan.preset else "sweep"
+    print(f"{title}: {len(cfgs)} cell{'s' if len(cfgs) != 1 else ''} over {', '.join(plan.axes) or 'no axes'}"
+          + (f", scale {plan.scale:g} ({plan.unscaled_epochs} → {cfgs[0][1].epochs} epochs)" if plan.scale else "")
+          + f" → {sweep_dir}", flush=True)
+    if ns.dry_run:
+        rows = [[c.name, " ".join(c.overrides)] for c, _, _ in cfgs]
+        print(format_table(["cell", "overrides"], rows))
+        print("base: " + " ".join(plan.base))
+        return 0
+    write_plan(sweep_dir, plan, list(ns.args))
+    results: dict[str, dict | str] = {}
+    todo = []
+    for cell, cfg, run_dir in cfgs:
+        if (run_dir / SUMMARY).exists():
+            print(f"  {cell.label}: done already, skipped")
+            results[cell.name] = json.loads((run_dir / SUMMARY).read_text())
+        else:
+            todo.append((cell, cfg, run_dir))
+    if todo:
+        results.update(_run_inline(todo, ns.quiet) if ns.jobs == 1 else _run_parallel(todo, sweep_dir, ns.jobs))
+    finished = [(c, results[c.name]) for c, _, _ in cfgs if isinstance(results.get(c.name), dict)]
+    failed = [c.label for c, _, _ in cfgs if not isinstance(results.get(c.name), dict)]
+    keys = plan.axes
     headers = keys + ["mean node acc %", "avg model acc %", "consensus dist", "bytes/node", "wall s"]
     rows = []
-    for cell, s in results:
-        values = dict(kv.split("=", 1) for kv in cell)
-        rows.append([values.get(k, "") for k in keys] + [
+    for cell, s in finished:
+        rows.append([cell.labels.get(k, "") for k in keys] + [
             round(100 * s["mean_node_accuracy"], 2), round(100 * s["averaged_model_accuracy"], 2),
             s["consensus_distance"], human_bytes(s["bytes_sent_per_node"]), round(s["wall_time_s"], 1)])
     table = format_table(headers, rows)
@@ -117,12 +271,15 @@ def run(ns: argparse.Namespace) -> int:
     w = csv.writer(buf)
     w.writerow(keys + ["mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "bytes_sent_per_node",
                        "spectral_gap", "wall_time_s", "run"])
-    for cell, s in results:
-        values = dict(kv.split("=", 1) for kv in cell)
-        w.writerow([values.get(k, "") for k in keys] + [s["mean_node_accuracy"], s["averaged_model_accuracy"],
-                   s["consensus_distance"], s["bytes_sent_per_node"], s["spectral_gap"], s["wall_time_s"], cell_name(cell)])
+    for cell, s in finished:
+        w.writerow([cell.labels.get(k, "") for k in keys] + [s["mean_node_accuracy"], s["averaged_model_accuracy"],
+                   s["consensus_distance"], s["bytes_sent_per_node"], s["spectral_gap"], s["wall_time_s"], cell.name])
     atomic_write_text(sweep_dir / "results.csv", buf.getvalue())
-    atomic_write_text(sweep_dir / "results.json", json.dumps([{"cell": c, **s} for c, s in results], indent=2) + "\n")
+    atomic_write_text(sweep_dir / "results.json", json.dumps(
+        [{"cell": cell.overrides, "labels": cell.labels, "run": cell.name, **s} for cell, s in finished], indent=2) + "\n")
     atomic_write_text(sweep_dir / "results.md", table + "\n")
-    print(f"sweep folder: {sweep_dir}")
+    print(f"sweep folder: {sweep_dir}   (tables and figures: decent8 report {sweep_dir})")
+    if failed:
+        print(f"{len(failed)} cell{'s' if len(failed) != 1 else ''} failed: {'; '.join(failed)}", file=sys.stderr)
+        return 1
     return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from ..config import load_config
@@ -10,7 +11,7 @@ from .common import format_table, human_bytes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train n nodes (the default: digits, 8 nodes, directed ring, skew 0.8, Choco-SGD, 99% top-k)",
+    p = sub.add_parser("train", help="train n nodes (the default: digits, 8 nodes, directed ring, skew 0.8, Choco-SGD, 99%% top-k)",
                        description="Train with a YAML config and key=value overrides, e.g. "
                                    "`decent8 train algorithm=choco compression=topk compression.ratio=0.99 "
                                    "topology=directed_ring nodes=8 skew=0.8`.")
@@ -51,7 +52,8 @@ def run(ns: argparse.Namespace) -> int:
         path_arg, overrides = split_args(ns.args)
         cfg = load_config(path_arg, overrides)
         summary, path = train(cfg, quiet=ns.quiet)
-    if not ns.quiet:
+    one_of_many = summary.get("backend") == "distributed" and os.environ.get("RANK", "0") != "0"
+    if not ns.quiet and not one_of_many:  # with one process per node, rank 0 reports
         print(f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
               f"{summary['compression']} · {summary['topology']} · {summary['nodes']} nodes · skew {summary['skew']:g} · "
               f"{summary['model']} on {summary['dataset']} · {summary['epochs']} epochs")

@@ -52,6 +52,22 @@ class Communicator(ABC):
     def ring_pass(self, chunk: torch.Tensor) -> torch.Tensor:
         """Send ``chunk[k, ...]`` to node i+1 (mod n) and return what node i−1 sent."""
 
+    def permute_pass(self, chunk: torch.Tensor, dst: "list[int] | tuple[int, ...]") -> torch.Tensor:
+        """Send local node i's row of ``chunk[k, ...]`` to node ``dst[i]`` and return what
+        the node j with ``dst[j] == i`` sent (``dst``: a permutation of 0..n−1 over all
+        n nodes, e.g. "next node in my torus row/column"). Counts bytes like
+        :meth:`ring_pass`. The 2-D torus all-reduce needs it; a backend without it
+        supports only the plain ring (``dst[i] == i+1 mod n``), which maps to ``ring_pass``."""
+        n = self.num_nodes
+        if list(dst) == [(i + 1) % n for i in range(n)]:
+            return self.ring_pass(chunk)
+        raise NotImplementedError(f"{type(self).__name__} does not implement permute_pass")
+
+    @property
+    def has_permute_pass(self) -> bool:
+        """True when this backend implements :meth:`permute_pass` for any permutation."""
+        return type(self).permute_pass is not Communicator.permute_pass
+
     # --- reductions over the node axis (evaluation, metrics; not training traffic) ---
     @abstractmethod
     def mean_over_nodes(self, x: torch.Tensor) -> torch.Tensor:
@@ -68,6 +84,11 @@ class Communicator(ABC):
 
     def barrier(self) -> None:  # pragma: no cover - trivial in one process
         pass
+
+    def broadcast_object(self, obj):
+        """``obj`` as the main process has it (small picklable setup values such as the
+        run folder's name; never training traffic). Identity in one process."""
+        return obj
 
     def close(self) -> None:  # pragma: no cover
         pass

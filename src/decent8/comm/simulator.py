@@ -67,6 +67,17 @@ class SimulatorCommunicator(Communicator):
         self.bytes_sent += float(per_node)
         return torch.roll(chunk, shifts=1, dims=0)
 
+    def permute_pass(self, chunk: torch.Tensor, dst: "list[int] | tuple[int, ...]") -> torch.Tensor:
+        """Row ``dst[i]`` of the result is row i of ``chunk``: one gather by the inverse
+        permutation. Every node that sends to another node pays its row's bytes."""
+        dst_t = torch.as_tensor(list(dst), dtype=torch.long)
+        if dst_t.numel() != self.num_nodes or not torch.equal(dst_t.sort().values, torch.arange(self.num_nodes)):
+            raise ValueError(f"permute_pass needs a permutation of 0..{self.num_nodes - 1}, got {list(dst)}")
+        per_node = chunk[0].numel() * chunk.element_size()
+        self.bytes_sent += (dst_t != torch.arange(self.num_nodes)).to(torch.float64) * float(per_node)
+        src = torch.argsort(dst_t).to(chunk.device)
+        return chunk.index_select(0, src)
+
     def mean_over_nodes(self, x: torch.Tensor) -> torch.Tensor:
         return x.mean(dim=0)
 

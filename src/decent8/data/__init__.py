@@ -1,6 +1,7 @@
 """Datasets and their partition across nodes (SPEC §2)."""
 from __future__ import annotations
 
+from .augment import AUGMENTS, BatchTransform, make_batch_transform
 from .class_table import format_class_table, plot_class_heatmap
 from .dataset import ArrayDataset
 from .digits import load_digits_dataset
@@ -12,9 +13,17 @@ from .partition import (
     shard_partition,
     skew_partition,
 )
+from .registry import DATASETS, dataset_from_config, load_dataset, stratified_subset
 
 __all__ = [
+    "AUGMENTS",
     "ArrayDataset",
+    "BatchTransform",
+    "DATASETS",
+    "dataset_from_config",
+    "load_dataset",
+    "make_batch_transform",
+    "stratified_subset",
     "PARTITIONS",
     "class_counts",
     "dirichlet_partition",

@@ -1,14 +1,146 @@
-"""Data sets by name (the embedded default is scikit-learn's digits)."""
+"""Data sets by name.
+
+=============  ==================================================  ============================
+name           what                                                data.root
+=============  ==================================================  ============================
+``digits``     scikit-learn's bundled 8x8 digits (the default)     not used
+``cifar10``    CIFAR-10, 32x32 RGB, 10 classes (:mod:`.cifar10`)   python batches or image folders
+``mnist``      MNIST, 28x28 grey, 10 classes (:mod:`.mnist`)       idx files or PNG folders
+``imagenette`` 10 ImageNet classes, ``data.image_size`` px          ``train/``, ``val/`` folders
+``agnews``     AG News, 4 classes, token ids (:mod:`.agnews`)       ``train.csv``, ``test.csv``
+=============  ==================================================  ============================
+
+``data.root`` may be a folder or a tarball. Decoded arrays are cached (:mod:`.cache`).
+``data.subset`` / ``data.test_subset`` keep a class-stratified part of a split (a
+fraction in (0, 1] or a count), the same part for every run and seed.
+"""
 from __future__ import annotations
 
-from ..errors import choice_error
+import dataclasses
+import math
+import os
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError, choice_error
 from .dataset import ArrayDataset
 from .digits import load_digits_dataset
 
-DATASETS = ("digits",)
+DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews")
+IMAGE_DATASETS = ("cifar10", "mnist", "imagenette")
+
+_MEMO: "OrderedDict[tuple, ArrayDataset]" = OrderedDict()
+_MEMO_SIZE = 2
 
 
-def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
+def check_amount(option: str, amount: float | None) -> float | None:
+    """Validate a subset amount: None, a fraction in (0, 1], or a whole count > 1."""
+    if amount is None:
+        return None
+    a = float(amount)
+    if not math.isfinite(a) or a <= 0 or (a > 1 and a != int(a)):
+        raise ConfigError(option, f"must be a fraction in (0, 1] or a whole number of samples > 1, got {amount}")
+    return a
+
+
+def stratified_subset(labels: np.ndarray, amount: float, seed: int = 0) -> np.ndarray:
+    """Sorted indices of a class-stratified subset: a fraction of every class, or ``amount``
+    samples in all (largest-remainder rounding across classes, at least one per class)."""
+    y = np.asarray(labels)
+    n = y.size
+    frac = amount if amount <= 1 else min(1.0, amount / n)
+    if frac >= 1.0:
+        return np.arange(n)
+    total = max(1, int(round(frac * n)))
+    classes, counts = np.unique(y, return_counts=True)
+    exact = counts * (total / n)
+    take = np.minimum(np.floor(exact + 1e-9).astype(np.int64), counts)
+    order = np.argsort(-(exact - take), kind="stable")      # largest remainders first
+    for j in order:
+        if take.sum() >= total:
+            break
+        if take[j] < counts[j]:
+            take[j] += 1
+    if total >= classes.size:                                # every class at least once
+        for j in np.flatnonzero(take == 0):
+            take[np.argmax(take)] -= 1
+            take[j] = 1
+    rng = np.random.default_rng(seed)
+    keep = [rng.permutation(np.flatnonzero(y == c))[:t] for c, t in zip(classes, take)]
+    return np.sort(np.concatenate(keep))
+
+
+def _subset(ds: ArrayDataset, subset: float | None, test_subset: float | None) -> ArrayDataset:
+    changes: dict[str, Any] = {}
+    if subset is not None:
+        idx = stratified_subset(ds.y_train.numpy(), subset)
+        if idx.size < ds.y_train.shape[0]:
+            t = torch.from_numpy(idx)
+            changes.update(x_train=ds.x_train[t], y_train=ds.y_train[t])
+    if test_subset is not None:
+        idx = stratified_subset(ds.y_test.numpy(), test_subset, seed=1)
+        if idx.size < ds.y_test.shape[0]:
+            t = torch.from_numpy(idx)
+            changes.update(x_test=ds.x_test[t], y_test=ds.y_test[t])
+    return dataclasses.replace(ds, **changes) if changes else ds
+
+
+def _load(name: str, root: str | None, test_fraction: float, seed: int, cache_dir: str | None,
+          image_size: int | None, seq_len: int, vocab_size: int) -> ArrayDataset:
     if name == "digits":
         return load_digits_dataset(test_fraction=test_fraction, seed=seed)
+    if name == "cifar10":
+        from .cifar10 import load_cifar10
+        return load_cifar10(root, cache_dir, image_size)
+    if name == "mnist":
+        from .mnist import load_mnist
+        return load_mnist(root, cache_dir, image_size)
+    if name == "imagenette":
+        from .imagenette import load_imagenette
+        return load_imagenette(root, cache_dir, image_size)
+    if name == "agnews":
+        from .agnews import load_agnews
+        return load_agnews(root, cache_dir, seq_len, vocab_size)
     raise choice_error("data", name, DATASETS)
+
+
+def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2, seed: int = 0, *,
+                 cache_dir: str | None = None, image_size: int | None = None, subset: float | None = None,
+                 test_subset: float | None = None, seq_len: int = 64, vocab_size: int = 20000) -> ArrayDataset:
+    """Load data set ``name`` (see the module table). Repeated calls with the same
+    arguments in one process return the same object (a sweep validates every cell)."""
+    if name not in DATASETS:
+        raise choice_error("data", name, DATASETS)
+    subset = check_amount("data.subset", subset)
+    test_subset = check_amount("data.test_subset", test_subset)
+    if image_size is not None:
+        if name not in IMAGE_DATASETS:
+            raise ConfigError("data.image_size", f"applies to the image data sets ({', '.join(IMAGE_DATASETS)}), "
+                                                 f"not {name}")
+        if int(image_size) < 8:
+            raise ConfigError("data.image_size", f"must be >= 8 pixels, got {image_size}")
+    abs_root = os.path.abspath(os.path.expanduser(root)) if root else root
+    stamp = None
+    if abs_root and os.path.exists(abs_root):
+        st = os.stat(abs_root)
+        stamp = (st.st_size, st.st_mtime_ns)
+    key = (name, abs_root, stamp, float(test_fraction), int(seed) if name == "digits" else 0, cache_dir,
+           image_size, subset, test_subset, seq_len if name == "agnews" else 0, vocab_size if name == "agnews" else 0)
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _MEMO[key]
+    ds = _subset(_load(name, root, test_fraction, seed, cache_dir, image_size, seq_len, vocab_size), subset, test_subset)
+    _MEMO[key] = ds
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return ds
+
+
+def dataset_from_config(data: Any, seed: int = 0) -> ArrayDataset:
+    """The data set a ``DataConfig`` describes."""
+    return load_dataset(data.name, data.root, data.test_fraction, seed, cache_dir=data.cache_dir,
+                        image_size=data.image_size, subset=data.subset, test_subset=data.test_subset,
+                        seq_len=data.seq_len, vocab_size=data.vocab_size)

@@ -5,6 +5,9 @@
     z ← z − lr · d(g, x)                  (local Nesterov or quasi-global momentum)
     z ← gossip(z)                          (the algorithm: compress, exchange, mix)
 
+An all-reduce algorithm (``algorithm.aggregates_updates``: Marsit, PSGD, …) takes the
+local update instead: z ← z − algorithm.aggregate(lr · d, t, lr), the applied update.
+
 The same engine runs in the simulator (k = n) and on a distributed rank (k = 1).
 """
 from __future__ import annotations
@@ -39,8 +42,11 @@ class Engine:
         direction = self.optimizer.direction(grad, x)
         tracks = self.optimizer.tracks_gossip
         x_before = (x.clone() if x is self.z else x) if tracks else None
-        self.z.sub_(direction, alpha=lr)
-        self.algorithm.step(self.z, self.step_count)
+        if self.algorithm.aggregates_updates:
+            self.z.sub_(self.algorithm.aggregate(direction.mul(lr), self.step_count, lr))
+        else:
+            self.z.sub_(direction, alpha=lr)
+            self.algorithm.step(self.z, self.step_count)
         if tracks:
             self.optimizer.after_gossip(x_before, self.params(), lr)
         self.step_count += 1
@@ -61,9 +67,11 @@ class Engine:
             node_acc += (logits.argmax(-1) == y_test[i : i + batch_size]).sum(1)
         node_acc /= x_test.shape[0]
         x_bar = self.comm.mean_over_nodes(x)
+        # the averaged model runs with the node-averaged buffers (running statistics), if any
+        b_bar = None if self.model.buffers is None else self.comm.mean_over_nodes(self.model.buffers).unsqueeze(0)
         correct, loss_sum = 0.0, 0.0
         for i in range(0, x_test.shape[0], batch_size):
-            logits = self.model.logits(x_bar.unsqueeze(0), x_test[i : i + batch_size])[0]
+            logits = self.model.logits(x_bar.unsqueeze(0), x_test[i : i + batch_size], buffers=b_bar)[0]
             yb = y_test[i : i + batch_size]
             correct += (logits.argmax(-1) == yb).sum().item()
             loss_sum += F.cross_entropy(logits, yb, reduction="sum").item()
@@ -88,6 +96,11 @@ class Engine:
             "optimizer": {k: v.cpu() for k, v in self.optimizer.state_dict().items()},
             "bytes_sent": self.comm.bytes_sent.clone(),
             "generators": [g.get_state() for g in gens],
+            # per-node running statistics (8-bit / BN models) and the global RNG that draws
+            # stochastic rounding and dropout, so that a resumed run continues exactly
+            "model_buffers": self.model.buffers_state(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.z.device) if self.z.is_cuda else None,
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
@@ -98,3 +111,8 @@ class Engine:
         self.comm.bytes_sent.copy_(state["bytes_sent"])
         for g, s in zip(self.algorithm.generators or [], state["generators"]):
             g.set_state(s)
+        self.model.load_buffers_state(state.get("model_buffers"))
+        if state.get("torch_rng") is not None:
+            torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and self.z.is_cuda:
+            torch.cuda.set_rng_state(state["cuda_rng"], self.z.device)

@@ -10,6 +10,7 @@ deterministic config the result equals the uninterrupted run.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -20,13 +21,14 @@ from tqdm import tqdm
 from .. import __version__
 from ..comm.base import Communicator
 from ..config import TrainConfig, from_dict, to_dict, to_yaml
-from ..errors import TrainingError
+from ..errors import ConfigError, TrainingError
 from .build import Components, build
 from .engine import Engine
 from .plots import plot_curves
+from ..data.augment import make_batch_transform
 from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
-from .run_dir import CHECKPOINT, RunDir, atomic_write_text
+from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text
 
 SUMMARY_KEYS = (
     "mean_node_accuracy", "averaged_model_accuracy", "consensus_distance",
@@ -54,6 +56,37 @@ def checkpoint_name(comm: Communicator) -> str:
     return CHECKPOINT if comm.k == comm.num_nodes else f"checkpoint-rank{comm.local_nodes[0]}.pt"
 
 
+def previous_checkpoint_name(name: str) -> str:
+    return name[: -len(".pt")] + ".prev.pt"
+
+
+def save_checkpoint(run: RunDir, comm: Communicator, state: dict[str, Any]) -> None:
+    """Atomic save. With one process per node each also keeps its previous checkpoint: a
+    process can die after some nodes saved epoch e and before others did."""
+    name = checkpoint_name(comm)
+    if comm.k < comm.num_nodes and run.file(name).exists():
+        os.replace(run.file(name), run.file(previous_checkpoint_name(name)))
+    run.save_checkpoint(state, name)
+
+
+def load_resume_checkpoint(run: RunDir, comm: Communicator) -> dict[str, Any] | None:
+    """The checkpoint to resume from. With one process per node, all resume from the
+    newest epoch every node has (its current or its previous checkpoint)."""
+    name = checkpoint_name(comm)
+    if comm.k == comm.num_nodes:
+        return run.load_checkpoint(name)
+    states = [s for s in (run.load_checkpoint(name), run.load_checkpoint(previous_checkpoint_name(name))) if s is not None]
+    have = max((int(s["epoch"]) for s in states), default=0)
+    agreed = int(comm.gather_nodes(torch.full((comm.k, 1), float(have), dtype=torch.float64, device=comm.device)).min().item())
+    if agreed == 0:
+        return None
+    for s in states:
+        if int(s["epoch"]) == agreed:
+            return s
+    raise ConfigError("resume", f"node {comm.local_nodes[0]} has checkpoints of epochs {sorted(int(s['epoch']) for s in states)} "
+                                f"in {run.path}, but the newest epoch all nodes have is {agreed}")
+
+
 def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator | None = None,
           quiet: bool = False) -> tuple[dict[str, Any], Path]:
     """Run (or resume) one training run; returns the summary and the run folder."""
@@ -61,20 +94,31 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         run = RunDir.existing(resume)
         import yaml
         cfg = from_dict(yaml.safe_load(run.file("config.yaml").read_text()))
+    owns_comm = comm is None
     c = build(cfg, comm)
     comm = c.comm
     if resume is None:
+        failed = None
         if comm.is_main:
             cfg.name = cfg.name or default_run_name(cfg)
-            run = RunDir.create(Path(cfg.out_dir) / cfg.name)
-            run.write_config(to_yaml(cfg))
-            write_partition(run, c)
-        comm.barrier()
+            try:
+                run = RunDir.create(Path(cfg.out_dir) / cfg.name)
+                run.write_config(to_yaml(cfg))
+                write_partition(run, c)
+            except ConfigError as e:
+                failed = (e.option, e.message)
+        # one process per node: every process takes rank 0's folder name (the default one
+        # has a time stamp) and its verdict, after rank 0 created the folder
+        cfg.name, failed = comm.broadcast_object((cfg.name, failed))
+        if failed is not None:
+            raise ConfigError(*failed)
         run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
+        if not run.file(CONFIG).exists():  # a host that does not share rank 0's file system
+            run.write_config(to_yaml(cfg))
     engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
 
     start_epoch, wall_before, rows = 0, 0.0, []
-    state = run.load_checkpoint(checkpoint_name(comm)) if resume is not None else None
+    state = load_resume_checkpoint(run, comm) if resume is not None else None
     if state is not None:
         engine.load_state_dict(state["engine"])
         start_epoch, wall_before = int(state["epoch"]), float(state["wall_time_s"])
@@ -83,8 +127,9 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         rows = []
 
     ds = c.dataset
+    augment = make_batch_transform(ds, cfg.data.augment, cfg.seed, comm.local_nodes, c.device)  # crop/flip/normalize
     x_train, y_train = ds.x_train.to(c.device), ds.y_train.to(c.device)
-    x_test, y_test = ds.x_test.to(c.device), ds.y_test.to(c.device)
+    x_test, y_test = augment.prepare_eval(ds.x_test.to(c.device)), ds.y_test.to(c.device)
     steps = c.sampler.steps_per_epoch
     t0 = time.perf_counter()
     bar = tqdm(total=cfg.epochs * steps, initial=start_epoch * steps, disable=quiet or not cfg.progress or not comm.is_main,
@@ -103,7 +148,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         for s in range(steps):
             lr = c.schedule(epoch + s / steps)
             batch = idx[:, s]
-            loss_sum += engine.train_step(x_train[batch], y_train[batch], lr).mean()
+            loss_sum += engine.train_step(augment(x_train[batch], epoch * steps + s), y_train[batch], lr).mean()
             bar.update(1)
         train_loss = comm.mean_over_nodes((loss_sum / steps).reshape(1, 1).expand(comm.k, 1)).item()
         if not torch.isfinite(torch.tensor(train_loss)):
@@ -121,15 +166,16 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                 if (epoch + 1) % max(1, cfg.epochs // 10) == 0 or last:
                     plot_curves(rows, run.file("curves.png"), title=run.path.name)
         if cfg.checkpoint:
-            run.save_checkpoint({"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
-                                 "engine": engine.state_dict(), "config": to_dict(cfg)}, checkpoint_name(comm))
+            save_checkpoint(run, comm, {"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
+                                        "engine": engine.state_dict(), "config": to_dict(cfg)})
     bar.close()
 
     for _ in range(cfg.algorithm.consensus_rounds):
         engine.consensus_round()
     final = evaluate(float(cfg.epochs), rows[-1]["train_loss"] if rows else float("nan"), 0.0)
     final["after_consensus_rounds"] = cfg.algorithm.consensus_rounds
-    bytes_per_iter = c.compressor.nbytes()
+    allreduce = c.algorithm.aggregates_updates  # all-reduce algorithms fix their own wire format
+    bytes_per_iter = c.algorithm.message_bytes() if allreduce else c.compressor.nbytes()
     summary = {
         "mean_node_accuracy": final["mean_node_accuracy"],
         "averaged_model_accuracy": final["averaged_model_accuracy"],
@@ -152,7 +198,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "algorithm": cfg.algorithm.name,
         "push_sum": c.push_sum,
         "gamma": c.gamma,
-        "compression": cfg.compression.name,
+        "compression": c.algorithm.wire_format if allreduce else cfg.compression.name,
         "topology": cfg.topology.name,
         "model": cfg.model.name,
         "parameters": c.model.dim,
@@ -165,4 +211,6 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     if comm.is_main:
         run.write_summary(summary)
     comm.barrier()
+    if owns_comm:
+        comm.close()
     return summary, run.path

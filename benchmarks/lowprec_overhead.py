@@ -1,0 +1,119 @@
+"""Step time of 8-bit (fake-quantized) vs FP32 training, ResNet-20, batch 32 per node, CPU.
+
+One training step = the stacked forward + backward of ``StackedModel.loss_and_grad``
+for k nodes at once (the part of a gossip step that low precision changes; the
+gossip itself is timed by the compression benchmarks). Prints, for k = 1 and k = 8,
+the median step time of each precision and their ratio (target ≤ 1.5×), then, with
+``--profile``, the operators that dominate the int8 step.
+
+    python benchmarks/lowprec_overhead.py                 # table
+    python benchmarks/lowprec_overhead.py --profile       # + torch.profiler top ops
+    python benchmarks/lowprec_overhead.py --threads 2 --steps 10 --nodes 1 8
+
+Times are process CPU time per step by default (robust on a shared machine; with
+one thread it equals the compute time); ``--wall`` reports wall-clock instead. The
+configurations' steps are interleaved so that a drifting machine load hits them alike.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from decent8.models import StackedModel, init_parameters, make_model
+from decent8.quant import set_stochastic
+
+
+def build(precision: str, k: int, norm: str | None, model: str, image: int):
+    deterministic = precision == "int8-det"
+    module = make_model(model, (3, image, image), 10, norm=norm, precision="int8" if deterministic else precision)
+    init_parameters(module, 0)
+    if deterministic:
+        set_stochastic(module, False)
+    sm = StackedModel(module, nodes=k)
+    params = sm.flat_parameters().unsqueeze(0).repeat(k, 1)
+    return sm, params
+
+
+def time_interleaved(configs: dict[str, tuple[str, str | None]], k: int, batch: int, steps: int, warmup: int,
+                     wall: bool, model: str, image: int) -> dict[str, list[float]]:
+    """Per-step times of each config, the configs' steps interleaved (one step of each in
+    turn), so that load drifting on a shared machine hits them alike."""
+    torch.manual_seed(0)
+    built = {name: build(prec, k, norm, model, image) for name, (prec, norm) in configs.items()}
+    x = torch.randn(k, batch, 3, image, image)
+    y = torch.randint(0, 10, (k, batch))
+    clock = time.perf_counter if wall else time.process_time
+    out: dict[str, list[float]] = {name: [] for name in configs}
+    for i in range(warmup + steps):
+        for name, (sm, params) in built.items():
+            t0 = clock()
+            sm.loss_and_grad(params, x, y)
+            if i >= warmup:
+                out[name].append(clock() - t0)
+    return out
+
+
+def profile(precision: str, k: int, batch: int, norm: str | None, model: str, image: int, rows: int) -> str:
+    from torch.profiler import ProfilerActivity, profile as tprofile
+
+    sm, params = build(precision, k, norm, model, image)
+    x = torch.randn(k, batch, 3, image, image)
+    y = torch.randint(0, 10, (k, batch))
+    sm.loss_and_grad(params, x, y)
+    with tprofile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            sm.loss_and_grad(params, x, y)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--model", default="resnet20")
+    ap.add_argument("--image", type=int, default=32)
+    ap.add_argument("--fp32-norm", default=None, help="norm of the fp32 model (default: evonorm)")
+    ap.add_argument("--int8-norm", default=None, help="norm of the int8 model (default: range_evonorm)")
+    ap.add_argument("--wall", action="store_true", help="wall-clock instead of process CPU time")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--rows", type=int, default=15)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    print(f"{a.model}, batch {a.batch} per node, {a.threads} thread(s), torch {torch.__version__}, "
+          f"{'wall' if a.wall else 'process CPU'} time, median of {a.steps} interleaved steps")
+    fp_norm = a.fp32_norm or "evonorm"
+    q_norm = a.int8_norm or "range_evonorm"
+    configs = {
+        f"fp32 {fp_norm}": ("fp32", fp_norm),
+        f"fp32 {q_norm}": ("fp32", q_norm),
+        f"int8 {q_norm}": ("int8", q_norm),
+        f"int8 {q_norm} det.": ("int8-det", q_norm),
+    }
+    header = (f"{'nodes':>5} | " + " | ".join(f"{n:>24}" for n in configs)
+              + f" | {'int8/fp32':>9} | {'int8/fp32 same norm':>19}")
+    print(header)
+    print("-" * len(header))
+    for k in a.nodes:
+        t = time_interleaved(configs, k, a.batch, a.steps, a.warmup, a.wall, a.model, a.image)
+        med = {n: statistics.median(v) for n, v in t.items()}
+        names = list(configs)
+        ratio = statistics.median(q / f for q, f in zip(t[names[2]], t[names[0]]))
+        ratio_same = statistics.median(q / f for q, f in zip(t[names[2]], t[names[1]]))
+        print(f"{k:>5} | " + " | ".join(f"{1e3 * med[n]:>21.1f} ms" for n in names)
+              + f" | {ratio:>8.2f}x | {ratio_same:>18.2f}x")
+    print("(ms per step: forward + backward of all k nodes; ratios: median over the paired steps; "
+          "'det.' = int8 with deterministic rounding everywhere, i.e. without the random draws)")
+    if a.profile:
+        for prec, norm in (("fp32", fp_norm), ("int8", q_norm)):
+            print(f"\n== {prec}, k = {a.nodes[0]}: top operators by self CPU time (3 steps) ==")
+            print(profile(prec, a.nodes[0], a.batch, norm, a.model, a.image, a.rows))
+
+
+if __name__ == "__main__":
+    main()

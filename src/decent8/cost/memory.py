@@ -1,0 +1,150 @@
+"""Memory per node during training and inference (paper Section 5, Table 10, Figure 7).
+
+Training, one node, one iteration at batch b::
+
+    weights + gradients + optimizer state + algorithm buffers   (model-sized, always FP32)
+    + activations kept for the backward pass                     (4 B each FP32, 1 B each 8-bit)
+
+* Master weights, weight gradients and the optimizer state stay FP32 in 8-bit training
+  too (SPEC §5; the paper: "weights are stored in full precision during training").
+* Optimizer state: local Nesterov momentum keeps one model-sized buffer; quasi-global
+  momentum two (m̂ and the model before the step).
+* Algorithm buffers (model-sized, FP32): Choco-SGD keeps its public copy x̂ and the
+  neighbour sum s (2), Deep-Squeeze / Sparse-Push the error e (1), D-PSGD / SGP none;
+  see :data:`ALGORITHM_BUFFERS`.
+* Activations: for every traced layer, :data:`ACTIVATION_TENSORS` tensors of the size of
+  its output — the paper's accounting, worked out from Table 10 (docs/cost_model.md):
+  a conv / linear layer keeps 1, a norm layer 3, Range BN / BN / GN + ReLU 2 more for
+  the ReLU (none on a downsample shortcut, where the reference ResNets put the ReLU after
+  the residual add instead, counted on the main path), a residual add 2, a max pool 2
+  (output and arg-max), an average pool / dropout 1, the network input 1. In an 8-bit
+  model every one of them is an 8-bit tensor.
+
+Inference: the weights only ("For inference, we report the memory utilized by the
+model weights"): 4 B per parameter in FP32, 1 B in 8 bits.
+
+"MB" is 2^20 bytes (:data:`MB`): the paper's ResNet-20 weights, 273 k parameters × 4 B,
+are "1.04 MB" (1.09 with 10^6).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError, choice_error
+from .counts import RELU_NORMS, Layer, ModelCounts
+
+#: The paper's "MB" (binary megabyte).
+MB = 2**20
+#: Bytes per activation / weight value.
+BYTES = {"fp32": 4, "int8": 1}
+#: Bytes of model-sized training state (master weights, gradients, optimizer, buffers): FP32 at both precisions.
+STATE_BYTES = 4
+
+#: Activation tensors kept per layer, in multiples of the layer's output size.
+ACTIVATION_TENSORS: dict[str, int] = {
+    "input": 1, "conv": 1, "linear": 1,
+    "range_bn": 3, "range_evonorm": 3, "evonorm": 3, "bn": 3, "gn": 3,
+    "relu": 2, "skip": 2, "max_pool": 2, "avg_pool": 1, "dropout": 1,
+    "act_quant": 0, "weight_quant": 0,
+}
+#: Extra tensors of the ReLU in a "norm + ReLU" layer (Range BN, BN, GN), main path only.
+RELU_TENSORS = 2
+
+#: Model-sized buffers each algorithm keeps beyond weights, gradients and optimizer state.
+ALGORITHM_BUFFERS: dict[str, int] = {
+    "choco": 2, "choco_push": 2,          # x̂ and s = Σ_j W_ij x̂_j
+    "deepsqueeze": 1, "sparse_push": 1,   # error e
+    "dpsgd": 0, "sgp": 0,
+    "psgd": 0, "signsgd": 0, "marsit": 1, "ef_signsgd": 1,  # all-reduce: compensation / error buffer
+}
+#: Model-sized optimizer buffers.
+OPTIMIZER_BUFFERS: dict[str, int] = {"local": 1, "qgm": 2, "none": 0}
+
+COMPONENTS = ("weights", "gradients", "optimizer", "algorithm_buffers", "activations")
+
+
+def check_precision(precision: str) -> str:
+    if precision not in BYTES:
+        raise choice_error("precision", precision, tuple(BYTES))
+    return precision
+
+
+def activation_tensors(layer: Layer) -> int:
+    """Tensors of the output size that ``layer`` keeps for the backward pass (paper's accounting)."""
+    n = ACTIVATION_TENSORS.get(layer.kind, 0)
+    if layer.kind in RELU_NORMS and not layer.shortcut:
+        n += RELU_TENSORS
+    return n
+
+
+def activation_elements(layer: Layer) -> int:
+    """Activation elements ``layer`` keeps for the backward pass."""
+    return activation_tensors(layer) * layer.out_elems
+
+
+def activation_bytes(counts: ModelCounts, precision: str | None = None) -> int:
+    prec = check_precision(precision or counts.precision)
+    return BYTES[prec] * sum(activation_elements(layer) for layer in counts.layers)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per component (:data:`COMPONENTS`)."""
+
+    weights: int
+    gradients: int = 0
+    optimizer: int = 0
+    algorithm_buffers: int = 0
+    activations: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.algorithm_buffers + self.activations
+
+    def mb(self) -> dict[str, float]:
+        """Components and ``total`` in MB (2^20 B)."""
+        out = {c: getattr(self, c) / MB for c in COMPONENTS}
+        out["total"] = self.total / MB
+        return out
+
+
+def buffers_for(algorithm: str, optimizer: str = "local") -> tuple[int, int]:
+    """``(optimizer buffers, algorithm buffers)`` for the named optimizer kind and algorithm."""
+    if algorithm not in ALGORITHM_BUFFERS:
+        raise choice_error("algorithm", algorithm, tuple(ALGORITHM_BUFFERS))
+    if optimizer not in OPTIMIZER_BUFFERS:
+        raise choice_error("optimizer.kind", optimizer, tuple(OPTIMIZER_BUFFERS))
+    return OPTIMIZER_BUFFERS[optimizer], ALGORITHM_BUFFERS[algorithm]
+
+
+def training_memory(counts: ModelCounts, algorithm: str = "choco", optimizer: str = "local",
+                    precision: str | None = None) -> MemoryBreakdown:
+    """Memory of one node during a training iteration (the paper's Table 10 "Training" rows use Choco-SGD)."""
+    prec = check_precision(precision or counts.precision)
+    opt, alg = buffers_for(algorithm, optimizer)
+    model = STATE_BYTES * counts.parameters
+    return MemoryBreakdown(weights=model, gradients=model, optimizer=opt * model, algorithm_buffers=alg * model,
+                           activations=activation_bytes(counts, prec))
+
+
+def inference_memory(parameters: int, precision: str) -> MemoryBreakdown:
+    """The weights only: 4 B (FP32) or 1 B (8-bit) per parameter."""
+    if isinstance(parameters, bool) or not isinstance(parameters, int) or parameters < 0:
+        raise ConfigError("parameters", f"must be a non-negative integer, got {parameters!r}")
+    return MemoryBreakdown(weights=BYTES[check_precision(precision)] * parameters)
+
+
+def activation_by_kind_mb(counts: ModelCounts, precision: str | None = None) -> dict[str, float]:
+    """Activation memory per layer kind (MB), zero kinds left out."""
+    prec = check_precision(precision or counts.precision)
+    out: dict[str, float] = {}
+    for layer in counts.layers:
+        b = activation_elements(layer) * BYTES[prec]
+        if b:
+            out[layer.kind] = out.get(layer.kind, 0.0) + b / MB
+    return out
+
+
+__all__ = ["MB", "BYTES", "STATE_BYTES", "ACTIVATION_TENSORS", "RELU_TENSORS", "ALGORITHM_BUFFERS",
+           "OPTIMIZER_BUFFERS", "COMPONENTS", "MemoryBreakdown", "activation_tensors", "activation_elements",
+           "activation_bytes", "buffers_for", "training_memory", "inference_memory", "activation_by_kind_mb"]

@@ -1,0 +1,126 @@
+"""AG News (Zhang et al. 2015): 4-class news topic classification, as fixed-length token ids.
+
+``data.root`` is a folder or a tarball with ``train.csv`` and ``test.csv`` (each found
+anywhere below the root, e.g. ``ag_news_csv/train.csv``; exactly one of each). Two row
+formats are read, per file:
+
+* the canonical one: ``"class","title","description"`` with class 1..4;
+* two columns ``"text",label`` (e.g. the Hugging Face export), label 0..3 (1..4 when no
+  label is 0).
+
+Class names come from a ``classes.txt`` beside the CSVs when there is one. Tokenization
+is deliberately simple: lower case, ``\\`` as a space, words ``[a-z0-9]+('[a-z]+)?``.
+The vocabulary is the ``data.vocab_size`` most frequent train words (ties by word);
+id 0 is padding, 1 unknown. ``x`` is int64 ``[N, data.seq_len]``: truncated, then
+right-padded with 0.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from .cache import cached
+from .dataset import ArrayDataset
+from .image_folder import layout_error, require_root, scan
+
+NAME = "AG News"
+EXPECTED = "train.csv + test.csv (rows 'class,title,description' or 'text,label')"
+DEFAULT_CLASSES = ("World", "Sports", "Business", "Sci/Tech")
+PAD, UNK = 0, 1
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+def tokenize(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("\\", " "))
+
+
+def _read_rows(root: Path, name: str, data: bytes) -> tuple[list[str], np.ndarray]:
+    rows = [r for r in csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"))) if r]
+    texts, labels = [], []
+    three = bool(rows) and len(rows[0]) >= 3
+    for i, r in enumerate(rows, start=1):
+        try:
+            if three:
+                labels.append(int(r[0]))
+                texts.append(" ".join(r[1:]))
+            else:
+                labels.append(int(r[-1]))
+                texts.append(",".join(r[:-1]))
+        except (ValueError, IndexError):
+            if i == 1:  # a header line
+                continue
+            raise ConfigError("data.root", f"{str(root)!r}: {name} line {i} is neither 'class,title,description' "
+                                           f"nor 'text,label'") from None
+    if not labels:
+        raise ConfigError("data.root", f"{str(root)!r}: {name} has no rows")
+    y = np.asarray(labels, dtype=np.int64)
+    if three or y.min() >= 1:
+        y = y - 1
+    if y.min() < 0:
+        raise ConfigError("data.root", f"{str(root)!r}: {name} has a negative class label")
+    return texts, y
+
+
+def _find(files, base: str, root: Path) -> str:
+    names = files.names()
+    hits = [n for n in names if n.rsplit("/", 1)[-1].lower() == base]
+    if not hits:
+        raise layout_error(root, NAME, EXPECTED, files)
+    if len(hits) > 1:
+        raise ConfigError("data.root", f"{str(root)!r} holds several {base} files ({', '.join(hits[:4])}); "
+                                       f"point data.root at the folder of the one to use")
+    return hits[0]
+
+
+def _encode(texts: list[str], vocab: dict[str, int], seq_len: int) -> np.ndarray:
+    x = np.zeros((len(texts), seq_len), dtype=np.int64)
+    for i, t in enumerate(texts):
+        ids = [vocab.get(w, UNK) for w in tokenize(t)[:seq_len]]
+        x[i, :len(ids)] = ids
+    return x
+
+
+def _decode(root: Path, seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
+    files = scan(root, lambda n: n.lower().endswith((".csv", "classes.txt")))
+    names = files.names()
+    train_name, test_name = _find(files, "train.csv", root), _find(files, "test.csv", root)
+    train_texts, y_train = _read_rows(root, train_name, files.read(train_name))
+    test_texts, y_test = _read_rows(root, test_name, files.read(test_name))
+    counts = Counter(w for t in train_texts for w in tokenize(t))
+    words = sorted(counts, key=lambda w: (-counts[w], w))[:vocab_size]
+    vocab = {w: i + 2 for i, w in enumerate(words)}
+    n_classes = int(max(y_train.max(), y_test.max())) + 1
+    classes = list(DEFAULT_CLASSES) if n_classes <= len(DEFAULT_CLASSES) else [str(i) for i in range(n_classes)]
+    cls_files = [n for n in names if n.lower().endswith("classes.txt")]
+    if cls_files:
+        listed = [s.strip() for s in files.read(sorted(cls_files)[0]).decode("utf-8", "replace").splitlines() if s.strip()]
+        if len(listed) >= n_classes:
+            classes = listed
+    return {"x_train": _encode(train_texts, vocab, seq_len), "y_train": y_train,
+            "x_test": _encode(test_texts, vocab, seq_len), "y_test": y_test,
+            "class_names": np.array(classes), "vocab": np.array(["<pad>", "<unk>", *words])}
+
+
+def load_agnews(root: str | None, cache_dir: str | None = None, seq_len: int = 64,
+                vocab_size: int = 20000) -> ArrayDataset:
+    """AG News from ``root`` as token ids ``[N, seq_len]`` (see the module docstring)."""
+    if seq_len < 1:
+        raise ConfigError("data.seq_len", f"must be >= 1, got {seq_len}")
+    if vocab_size < 1:
+        raise ConfigError("data.vocab_size", f"must be >= 1, got {vocab_size}")
+    path = require_root(root, NAME, EXPECTED)
+    a = cached("agnews", path, {"seq_len": seq_len, "vocab_size": vocab_size}, cache_dir,
+               lambda: _decode(path, seq_len, vocab_size))
+    names = [str(s) for s in a["class_names"].tolist()]
+    return ArrayDataset(
+        x_train=torch.from_numpy(a["x_train"]), y_train=torch.from_numpy(a["y_train"]),
+        x_test=torch.from_numpy(a["x_test"]), y_test=torch.from_numpy(a["y_test"]),
+        num_classes=len(names), class_names=names, name="agnews", vocab=[str(w) for w in a["vocab"].tolist()],
+    )

@@ -1,0 +1,486 @@
+"""``decent8 report``: a sweep folder as the paper's tables and figures.
+
+Reads ``sweep.json`` (the plan written by ``decent8 sweep``; without it, the cells are
+recovered from the run folders' ``config.yaml``) and each cell's ``summary.json``,
+``metrics.jsonl`` and ``partition.csv``, and writes into the sweep folder:
+
+* ``report.md`` — a markdown table in the paper's layout: the constant row prefix
+  (model / graph / nodes), the row axes (compression, skew), one column per method
+  (DS, LP-DS, Choco, LP-Choco, …), each cell ``ours [paper]`` in % when the preset has
+  the paper's number, plus the data each node sent (GB, FP / LP);
+* ``figures/accuracy_vs_skew.png`` (Figures 4–6): accuracy vs skew, one panel per
+  compression, solid = full precision, dashed = 8-bit, the paper's numbers as crosses;
+* ``figures/validation_error.png`` (Figure 1): validation error vs epoch per cell
+  (per normalization layer for the Figure 1 preset);
+* ``figures/class_distribution.png`` (Figure 2): samples of each class per node, one
+  panel per degree of skew.
+
+Cells that have not finished show as ``—``; a report can be drawn while a sweep runs.
+PNGs are drawn with matplotlib's Agg canvas (no pyplot state) and written atomically.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from ..errors import ConfigError
+from .presets import canonical_label
+
+SWEEP_FILE = "sweep.json"
+METRICS = {"mean_node": "mean_node_accuracy", "averaged": "averaged_model_accuracy"}
+_ALGO_NAMES = {"dpsgd": "D-PSGD", "deepsqueeze": "DS", "choco": "Choco", "sgp": "SGP", "sparse_push": "Sparse-Push",
+               "choco_push": "Choco-push"}
+_AXIS_TITLES = {"comp": "Comp. (%)", "skew": "Degree of skew", "model.norm": "Norm", "nodes": "Nodes",
+                "algorithm": "Algorithm", "precision": "Precision"}
+_ROW_TITLES = {"model": "Model", "graph": "Graph", "nodes": "Nodes (n)", "skew": "Skew"}
+
+
+@dataclass
+class CellResult:
+    name: str
+    labels: dict[str, str]
+    path: Path
+    summary: dict[str, Any] | None = None
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def matches(self, spec: dict[str, Any]) -> bool:
+        return all(canonical_label(self.labels.get(k, _config_value(self.config, k))) == canonical_label(v)
+                   for k, v in spec.items())
+
+
+@dataclass
+class Sweep:
+    path: Path
+    title: str
+    cells: list[CellResult]
+    axes: list[str]
+    report: dict[str, Any]
+    paper: list[dict[str, Any]]
+    paper_data_gb: dict[str, Any]
+    scale: float | None
+    source: str = ""
+
+
+def _config_value(cfg: dict[str, Any], key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, dict) and "name" in node:
+        return node["name"]
+    return node
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _read_json(p: Path) -> Any:
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _read_cell(path: Path, name: str, labels: dict[str, str]) -> CellResult:
+    c = CellResult(name=name, labels=labels, path=path)
+    s = _read_json(path / "summary.json")
+    c.summary = s if isinstance(s, dict) else None
+    m = path / "metrics.jsonl"
+    if m.is_file():
+        for line in m.read_text().splitlines():
+            try:
+                c.metrics.append(json.loads(line))
+            except ValueError:
+                pass
+    cf = path / "config.yaml"
+    if cf.is_file():
+        try:
+            c.config = yaml.safe_load(cf.read_text()) or {}
+        except yaml.YAMLError:
+            c.config = {}
+    return c
+
+
+_IGNORED = {"name", "out_dir", "progress"}
+
+
+def load_sweep(folder: str | os.PathLike) -> Sweep:
+    """The cells and layout of a sweep folder (with or without sweep.json)."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ConfigError("report", f"{str(folder)!r} is not a folder")
+    plan = _read_json(root / SWEEP_FILE)
+    if isinstance(plan, dict) and plan.get("cells"):
+        cells = [_read_cell(root / c["name"], c["name"], {k: canonical_label(v) for k, v in c["labels"].items()})
+                 for c in plan["cells"]]
+        return Sweep(root, plan.get("title") or root.name, cells, list(plan.get("axes") or []),
+                     plan.get("report") or {}, list(plan.get("paper") or []), plan.get("paper_data_gb") or {},
+                     plan.get("scale"), plan.get("source") or "")
+    runs = sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
+    if not runs:
+        raise ConfigError("report", f"{str(folder)!r} is not a sweep folder (no {SWEEP_FILE} and no run folders "
+                                    f"with config.yaml)")
+    cells = [_read_cell(p, p.name, {}) for p in runs]
+    flats = [_flat(c.config) for c in cells]
+    keys = sorted({k for f in flats for k in f})
+    varying = [k for k in keys if k not in _IGNORED and len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
+    for c, f in zip(cells, flats):
+        c.labels = {_short(k): canonical_label(f.get(k)) for k in varying}
+    return Sweep(root, root.name, cells, [_short(k) for k in varying], {}, [], {}, None)
+
+
+def _short(key: str) -> str:
+    return key[:-5] if key.endswith(".name") else key
+
+
+# --------------------------------------------------------------------------- layout
+def column_name(spec: dict[str, str]) -> str:
+    algo = spec.get("algorithm")
+    name = _ALGO_NAMES.get(algo, algo) if algo else ""
+    extra = [f"{k}={v}" for k, v in spec.items() if k not in ("algorithm", "precision")]
+    if spec.get("precision") == "int8":
+        name = "LP-" + (name or "int8")
+    elif spec.get("precision") and not name:
+        name = spec["precision"]
+    return " ".join([name, *extra]).strip() or "accuracy"
+
+
+def layout(sw: Sweep) -> tuple[dict[str, Any], list[str], dict[str, dict[str, Any]]]:
+    """(constant row prefix, row axes, columns label -> spec) from the preset or inferred."""
+    rep = sw.report or {}
+    if rep.get("columns") is not None:
+        return dict(rep.get("rows") or {}), list(rep.get("row_axes") or []), dict(rep["columns"])
+    col_keys = [k for k in ("algorithm", "precision", "optimizer.kind") if k in sw.axes]
+    row_axes = [k for k in sw.axes if k not in col_keys]
+    specs: dict[str, dict[str, Any]] = {}
+    for c in sw.cells:
+        spec = {k: c.labels[k] for k in col_keys if k in c.labels}
+        specs.setdefault(column_name(spec), spec)
+    order = list(_ALGO_NAMES)
+
+    def rank(item: tuple[str, dict[str, Any]]) -> tuple:
+        spec = item[1]
+        algo = spec.get("algorithm", "")
+        return (order.index(algo) if algo in order else len(order), algo, spec.get("precision") == "int8", item[0])
+
+    columns = dict(sorted(specs.items(), key=rank))
+    prefix: dict[str, Any] = {}
+    cfgs = [c.config for c in sw.cells if c.config]
+    for title, key in (("model", "model"), ("graph", "topology"), ("nodes", "nodes")):
+        vals = {json.dumps(_config_value(cfg, key), default=str) for cfg in cfgs}
+        if len(vals) == 1 and key not in sw.axes and _short(key) not in sw.axes \
+                and _config_value(cfgs[0], key) is not None:
+            prefix[title] = _config_value(cfgs[0], key)
+    return prefix, row_axes, columns
+
+
+def _sort_key(v: str) -> tuple:
+    try:
+        return (0, float(v), "")
+    except ValueError:
+        return (1, 0.0, v)
+
+
+def rows_of(sw: Sweep, row_axes: Sequence[str]) -> list[tuple[str, ...]]:
+    seen: list[tuple[str, ...]] = []
+    for c in sw.cells:
+        key = tuple(c.labels.get(a, canonical_label(_config_value(c.config, a))) for a in row_axes)
+        if key not in seen:
+            seen.append(key)
+    return seen
+
+
+def _paper_value(sw: Sweep, row_axes: Sequence[str], row: tuple[str, ...], column: str) -> float | None:
+    for rec in sw.paper:
+        if all(canonical_label(rec.get(a)) == v for a, v in zip(row_axes, row) if a in rec) and column in rec:
+            try:
+                return float(rec[column])
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def cell_value(sw: Sweep, row_axes: Sequence[str], row: tuple[str, ...], spec: dict[str, Any],
+               metric: str) -> tuple[float | None, int, int]:
+    """(mean accuracy % over the matching finished cells, finished count, matching count)."""
+    match = [c for c in sw.cells
+             if c.matches(dict(zip(row_axes, row))) and c.matches(spec)]
+    done = [100.0 * c.summary[metric] for c in match if c.summary and metric in c.summary]
+    return (_mean(done) if done else None), len(done), len(match)
+
+
+# --------------------------------------------------------------------------- table
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, list[float]]:
+    """The paper-layout table and the list of (ours − paper) differences."""
+    prefix, row_axes, columns = layout(sw)
+    rows = rows_of(sw, row_axes)
+    has_precision = any("precision" in c.labels for c in sw.cells)
+    headers = [_ROW_TITLES.get(k, k) for k in prefix] + [_AXIS_TITLES.get(a, a) for a in row_axes]
+    headers.append("Data/node (GB) FP / LP" if has_precision else "Data/node (GB)")
+    headers += list(columns)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
+    deltas: list[float] = []
+    for row in rows:
+        cells_in_row = [c for c in sw.cells if c.matches(dict(zip(row_axes, row))) and c.summary]
+        data = []
+        groups = ("fp32", "int8") if has_precision else (None,)
+        for prec in groups:
+            b = [c.summary["bytes_sent_per_node"] / 1e9 for c in cells_in_row  # type: ignore[index]
+                 if prec is None or c.labels.get("precision") == prec]
+            data.append(f"{_mean(b):.3g}" if b else "—")
+        data_txt = " / ".join(data)
+        comp = dict(zip(row_axes, row)).get("comp")
+        paper_gb = sw.paper_data_gb.get(str(comp)) if comp is not None else None
+        if isinstance(paper_gb, dict):
+            data_txt += " [" + " / ".join(str(paper_gb.get(p, "—")) for p in ("fp32", "int8")) + "]"
+        out = [str(v) for v in prefix.values()] + list(row) + [data_txt]
+        for label, spec in columns.items():
+            ours, n_done, n_all = cell_value(sw, row_axes, row, spec or {}, metric)
+            paper = _paper_value(sw, row_axes, row, label)
+            txt = _fmt(ours)
+            if ours is not None and n_all > 1:
+                txt += f" (n={n_done})"
+            if paper is not None:
+                txt += f" [{paper:.2f}]"
+                if ours is not None:
+                    deltas.append(ours - paper)
+            out.append(txt)
+        lines.append("| " + " | ".join(out) + " |")
+    return "\n".join(lines), deltas
+
+
+# --------------------------------------------------------------------------- figures
+def _new_figure(w: float, h: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig, path: Path) -> None:
+    """savefig into a temporary file beside ``path``, then ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=120)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _is_low_precision(label: str, spec: dict[str, Any]) -> bool:
+    return str(spec.get("precision", "")) == "int8" or label.startswith("LP")
+
+
+def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accuracy") -> bool:
+    """Figures 4–6: accuracy vs skew per column, one panel per value of the other row axes."""
+    prefix, row_axes, columns = layout(sw)
+    if "skew" not in row_axes:
+        return False
+    others = [a for a in row_axes if a != "skew"]
+    rows = rows_of(sw, row_axes)
+    skews = sorted({r[row_axes.index("skew")] for r in rows}, key=_sort_key)
+    if len(skews) < 2:
+        return False
+    panels = []
+    for r in rows:
+        key = tuple(v for a, v in zip(row_axes, r) if a != "skew")
+        if key not in panels:
+            panels.append(key)
+    fig = _new_figure(4.6 * len(panels), 3.8)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    family_colors: dict[str, str] = {}
+    palette = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
+    for ax, panel in zip(axes, panels):
+        for label, spec in columns.items():
+            family = label[3:] if label.startswith("LP-") else label
+            color = family_colors.setdefault(family, palette[len(family_colors) % len(palette)])
+            style = "--" if _is_low_precision(label, spec or {}) else "-"
+            xs, ys, px, py = [], [], [], []
+            for s in skews:
+                row = tuple(s if a == "skew" else panel[others.index(a)] for a in row_axes)
+                ours = cell_value(sw, row_axes, row, spec or {}, metric)[0]
+                if ours is not None:
+                    xs.append(float(s))
+                    ys.append(ours)
+                paper = _paper_value(sw, row_axes, row, label)
+                if paper is not None:
+                    px.append(float(s))
+                    py.append(paper)
+            if xs:
+                ax.plot(xs, ys, style, marker="o", color=color, label=f"{label} (ours)")
+            if px:
+                ax.plot(px, py, style, marker="x", color=color, alpha=0.45, linewidth=1, label=f"{label} (paper)")
+        name = ", ".join(f"{_AXIS_TITLES.get(a, a)} {v}" for a, v in zip(others, panel))
+        ax.set_title(name or sw.title, fontsize=9)
+        ax.set_xlabel("degree of skew")
+        ax.set_ylabel("test accuracy (%)")
+        ax.grid(alpha=0.3)
+    legend: dict[str, Any] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(lab, h)
+    if legend:
+        axes[-1].legend(list(legend.values()), list(legend), fontsize=7, loc="best")
+    fig.suptitle(_figure_title(sw, prefix, "accuracy vs skew"), fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
+def _figure_title(sw: Sweep, prefix: dict[str, Any], what: str) -> str:
+    fig = (sw.report or {}).get("figure")
+    bits = [f"{fig}: " if fig else "", sw.title if sw.title else "", f" — {what}"]
+    if sw.scale:
+        bits.append(f" (scale {sw.scale:g})")
+    return "".join(bits)
+
+
+def plot_validation_error(sw: Sweep, path: Path, metric: str = "mean_node_accuracy", max_lines: int = 12) -> bool:
+    """Figure 1: validation error (%) vs epoch, one line per cell (per ``report.curves`` value)."""
+    key = (sw.report or {}).get("curves")
+    cells = [c for c in sw.cells if len(c.metrics) >= 1]
+    if not cells or (key is None and len(cells) > max_lines):
+        return False
+    fig = _new_figure(6.4, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    for c in cells:
+        xs = [r["epoch"] for r in c.metrics if metric in r]
+        ys = [100.0 * (1.0 - r[metric]) for r in c.metrics if metric in r]
+        if not xs:
+            continue
+        label = c.labels.get(key, c.name) if key else (" ".join(f"{k}={v}" for k, v in c.labels.items()) or c.name)
+        ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation error (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title=_AXIS_TITLES.get(key, key) if key else None)
+    ax.set_title(_figure_title(sw, {}, "validation error"), fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
+def _read_partition(path: Path) -> tuple[list[str], list[list[int]]] | None:
+    f = path / "partition.csv"
+    if not f.is_file():
+        return None
+    lines = [ln for ln in f.read_text().splitlines() if ln.strip()]
+    if len(lines) < 2:
+        return None
+    names = lines[0].split(",")[1:]
+    counts = [[int(v) for v in ln.split(",")[1:]] for ln in lines[1:]]
+    return names, counts
+
+
+def plot_class_distribution(sw: Sweep, path: Path) -> bool:
+    """Figure 2: stacked bars of each node's class counts, one panel per (skew, nodes) in the sweep."""
+    seen: dict[tuple[str, str], tuple[list[str], list[list[int]]]] = {}
+    for c in sw.cells:
+        skew = canonical_label(c.labels.get("skew", _config_value(c.config, "skew")))
+        nodes = canonical_label(_config_value(c.config, "nodes"))
+        if (skew, nodes) in seen:
+            continue
+        part = _read_partition(c.path)
+        if part is not None:
+            seen[(skew, nodes)] = part
+    if not seen:
+        return False
+    keys = sorted(seen, key=lambda k: (_sort_key(k[1]), _sort_key(k[0])))
+    fig = _new_figure(3.4 * len(keys), 3.6)
+    axes = fig.subplots(1, len(keys), squeeze=False)[0]
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if max(len(seen[k][0]) for k in keys) <= 10 else "tab20"]
+    for ax, k in zip(axes, keys):
+        names, counts = seen[k]
+        n = len(counts)
+        bottom = [0] * n
+        for j, cname in enumerate(names):
+            vals = [row[j] for row in counts]
+            ax.bar(range(n), vals, bottom=bottom, color=cmap(j % cmap.N), label=cname, width=0.8)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.set_title(f"skew {k[0]}" + (f", {k[1]} nodes" if len(keys) > 1 and len({kk[1] for kk in keys}) > 1 else ""),
+                     fontsize=9)
+        ax.set_xlabel("node")
+        ax.set_xticks(range(n))
+        ax.set_ylabel("samples")
+    handles, labels = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center right")
+    fig.suptitle("Figure 2: class distribution per node" + (f" — {sw.title}" if sw.title else ""), fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.88, 1))
+    save_figure(fig, path)
+    return True
+
+
+# --------------------------------------------------------------------------- report
+def build_report(folder: str | os.PathLike, metric: str = "mean_node_accuracy", figures: bool = True) -> tuple[str, Path]:
+    """Write ``report.md`` and the figures into the sweep folder; returns (markdown, report path)."""
+    sw = load_sweep(folder)
+    table, deltas = markdown_table(sw, metric)
+    finished = sum(1 for c in sw.cells if c.summary)
+    what = {"mean_node_accuracy": "mean over nodes of each node's own model",
+            "averaged_model_accuracy": "the parameter-averaged model"}.get(metric, metric)
+    lines = [f"# {sw.title}", ""]
+    if sw.source:
+        lines += [f"Paper: {sw.source}.", ""]
+    epochs = next((c.summary.get("epochs") for c in sw.cells if c.summary), None)
+    scale_txt = f"scale {sw.scale:g} ({epochs} epochs, a {sw.scale:g} part of the train set). " if sw.scale else ""
+    lines += [f"{finished} of {len(sw.cells)} cells finished. {scale_txt}Each cell: test accuracy (%) of our run "
+              f"({what}, after the final consensus rounds)" + (" [the paper's number]" if sw.paper else "") + ".", ""]
+    lines += [table, ""]
+    if deltas:
+        lines += [f"Ours − paper over {len(deltas)} cells: mean {_mean(deltas):+.2f}, "
+                  f"min {min(deltas):+.2f}, max {max(deltas):+.2f} points.", ""]
+    if figures:
+        fig_dir = Path(folder) / "figures"
+        made = []
+        if plot_accuracy_vs_skew(sw, fig_dir / "accuracy_vs_skew.png", metric):
+            made.append(("Accuracy vs skew (Figures 4–6)", "figures/accuracy_vs_skew.png"))
+        if plot_validation_error(sw, fig_dir / "validation_error.png", metric):
+            made.append(("Validation error during training (Figure 1)", "figures/validation_error.png"))
+        if plot_class_distribution(sw, fig_dir / "class_distribution.png"):
+            made.append(("Class distribution per node (Figure 2)", "figures/class_distribution.png"))
+        for title, rel in made:
+            lines += [f"## {title}", "", f"![{title}]({rel})", ""]
+    text = "\n".join(lines)
+    out = Path(folder) / "report.md"
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".report.md.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return text, out

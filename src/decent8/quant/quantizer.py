@@ -1,0 +1,236 @@
+"""The uniform quantizer Q_b of SPEC §5, vectorised over the node axis.
+
+Asymmetric uniform quantization onto the 2^b levels of ``[min, max]``::
+
+    scale = max((max − min) / (2^b − 1), 1e-8)
+    q     = round(clamp((x − min) / scale (+ U(−½, ½) when stochastic), 0, 2^b − 1))
+    x̂     = q · scale + min
+
+Deterministic rounding gives ``|x − x̂| ≤ scale / 2`` inside the range; stochastic
+rounding is unbiased (``E[x̂] = x`` inside the range). Values outside ``[min, max]``
+are clamped to the end levels. Everything here is "fake" quantization: x̂ is stored
+as a float of the input's dtype, holding one of 2^b values per range.
+
+Ranges are per node: a tensor with a leading node axis ``[k, ...]`` gets ``k``
+ranges, each a reduction over all the non-node dims (:func:`node_range`), or the
+batch mean of per-sample ranges for activations (:func:`sample_mean_range`).
+No Python loop over nodes anywhere.
+
+Autograd: :func:`quantize_ste` is straight-through (the gradient passes unchanged);
+:func:`quantize_grad` is the identity forward and quantizes the *gradient* in
+backward (whole-tensor range per node, stochastic rounding by default) — the
+8-bit gradient quantizer of the low-precision layers.
+
+The stochastic dither uses 15 random bits per element, drawn as int64 words from the
+tensor's device generator (four elements per 63-bit word): about 4× cheaper than
+``torch.rand`` on CPU, symmetric around 0 with resolution 2^-15, so the rounding
+bias is at most 2^-16 of a step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import ConfigError
+
+#: Smallest step, so a constant range does not divide by zero (SPEC §5).
+MIN_SCALE = 1e-8
+#: Allowed bit widths of the fake quantizer.
+MIN_BITS, MAX_BITS = 2, 16
+_DITHER_LEVELS = 32768  # 15 random bits per element
+
+
+def check_bits(bits: object, option: str = "quant.bits") -> int:
+    """Validate a bit width (an int in ``[2, 16]``); a :class:`ConfigError` naming ``option`` otherwise."""
+    if isinstance(bits, bool) or not isinstance(bits, int) or not MIN_BITS <= bits <= MAX_BITS:
+        raise ConfigError(option, f"must be an integer from {MIN_BITS} to {MAX_BITS}, got {bits!r}")
+    return bits
+
+
+def num_levels(bits: int) -> int:
+    """The largest code ``2^b − 1``."""
+    return (1 << bits) - 1
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """How a low-precision model quantizes (SPEC §5; ``precision=int8`` in the config).
+
+    ``bits``: weights, biases, norm parameters and activations; ``grad_bits``: the
+    layer gradients passed backward; ``stochastic``: stochastic rounding of
+    activations and gradients in training (deterministic rounding everywhere when
+    False — handy for exact comparisons); ``eval_stochastic``: stochastic rounding
+    of activations at evaluation too (the reference code's behaviour; default off);
+    ``momentum``: weight of the *old* value in the running min/max used at
+    evaluation (``running ← m·running + (1 − m)·batch``).
+    """
+
+    bits: int = 8
+    grad_bits: int = 8
+    stochastic: bool = True
+    eval_stochastic: bool = False
+    momentum: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_bits(self.bits, "quant.bits")
+        check_bits(self.grad_bits, "quant.grad_bits")
+        if not 0.0 <= float(self.momentum) < 1.0:
+            raise ConfigError("quant.momentum", f"must be in [0, 1), got {self.momentum!r}")
+
+
+# --- ranges ------------------------------------------------------------------------------
+
+
+def _rest(x: torch.Tensor, start: int) -> tuple[int, ...]:
+    return tuple(range(start, x.dim()))
+
+
+def node_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-node ``(min, max)``, each ``[k]``, over all non-node dims of ``x[k, ...]``."""
+    x = x.detach()
+    if x.dim() == 1:
+        return x, x
+    dims = _rest(x, 1)
+    return x.amin(dim=dims), x.amax(dim=dims)
+
+
+def sample_mean_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-node batch mean of per-sample ``(min, max)`` of activations ``x[k, b, ...]`` → ``[k]`` each."""
+    x = x.detach()
+    if x.dim() == 2:
+        return x.mean(1), x.mean(1)
+    dims = _rest(x, 2)
+    return x.amin(dim=dims).mean(1), x.amax(dim=dims).mean(1)
+
+
+def _bcast(v: torch.Tensor, x: torch.Tensor, node_dim: int = 0) -> torch.Tensor:
+    """A per-node ``[k]`` (or scalar) value shaped to broadcast against ``x`` along ``node_dim``."""
+    if v.dim() == 0:
+        return v
+    shape = [1] * x.dim()
+    shape[node_dim] = v.shape[0]
+    return v.reshape(shape)
+
+
+# --- the quantizer -------------------------------------------------------------------------
+
+
+def _is_dense(x: torch.Tensor) -> bool:
+    """True when ``x`` covers its memory without gaps or overlaps (a permutation of a contiguous tensor)."""
+    expected = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(x.stride(), x.shape) if sz > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def dither_like(x: torch.Tensor) -> torch.Tensor:
+    """Integer dither codes ``h`` in ``[0, 2^15)`` shaped like ``x`` (int16, in ``x``'s
+    memory order when ``x`` is a permuted view), from the global generator of ``x``'s
+    device; ``(h + ½)/2^15 − ½`` is U(−½, ½) to 2^-15."""
+    n = x.numel()
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # [0, 2^63)
+    flat = words.view(torch.int16)[:n].bitwise_and_(_DITHER_LEVELS - 1)
+    if not x.is_contiguous() and _is_dense(x):
+        return flat.as_strided(x.shape, x.stride())
+    return flat.view(x.shape)
+
+
+def fake_quantize(
+    x: torch.Tensor,
+    mn: torch.Tensor,
+    mx: torch.Tensor,
+    bits: int = 8,
+    stochastic: bool = False,
+) -> torch.Tensor:
+    """Q_b(x) over ``[mn, mx]`` (tensors broadcastable against ``x``), no autograd.
+
+    Returns a new tensor of ``x``'s dtype (and memory layout) holding the dequantized
+    values ``q · scale + mn``.
+    """
+    levels = num_levels(bits)
+    with torch.no_grad():
+        mn = mn.to(x.dtype)
+        scale = ((mx.to(x.dtype) - mn) / levels).clamp_min(MIN_SCALE)
+        if stochastic:
+            # (x − mn)/scale + (h + ½)/2^15 − ½  =  (x − shift)/scale + h/2^15
+            shift = mn + scale * (0.5 - 0.5 / _DITHER_LEVELS)
+            y = torch.sub(x, shift).div_(scale)
+            y.add_(dither_like(y), alpha=1.0 / _DITHER_LEVELS)
+        else:
+            y = torch.sub(x, mn).div_(scale)
+        y.clamp_(0, levels).round_()
+        return y.mul_(scale).add_(mn)
+
+
+def quantize_per_node(x: torch.Tensor, bits: int = 8, stochastic: bool = False, node_dim: int = 0) -> torch.Tensor:
+    """Q_b with each node's whole-tensor range (min/max over every dim but ``node_dim``), no autograd."""
+    with torch.no_grad():
+        dims = tuple(d for d in range(x.dim()) if d != node_dim)
+        if not dims:
+            return x.clone()
+        mn, mx = x.amin(dim=dims, keepdim=True), x.amax(dim=dims, keepdim=True)
+        return fake_quantize(x, mn, mx, bits, stochastic)
+
+
+class _QuantizeSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mn, mx, bits, stochastic):  # type: ignore[override]
+        return fake_quantize(x, mn, mx, bits, stochastic)
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[override]
+        return g, None, None, None, None
+
+
+def quantize_ste(
+    x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, bits: int = 8, stochastic: bool = False
+) -> torch.Tensor:
+    """Q_b(x) over ``[mn, mx]`` with a straight-through (identity) backward."""
+    return _QuantizeSTE.apply(x, mn.detach(), mx.detach(), bits, stochastic)
+
+
+def quantize_tensor(x: torch.Tensor, bits: int = 8, stochastic: bool = False) -> torch.Tensor:
+    """Weights, biases, norm parameters: per-node whole-tensor min/max of ``x[k, ...]``,
+    deterministic rounding by default, straight-through backward."""
+    mn, mx = node_range(x)
+    return quantize_ste(x, _bcast(mn, x), _bcast(mx, x), bits, stochastic)
+
+
+class _QuantizeGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bits, stochastic, node_dim):  # type: ignore[override]
+        ctx.bits, ctx.stochastic, ctx.node_dim = bits, stochastic, node_dim
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[override]
+        return quantize_per_node(g, ctx.bits, ctx.stochastic, ctx.node_dim), None, None, None
+
+
+def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True, node_dim: int = 0) -> torch.Tensor:
+    """Identity forward; in backward the incoming gradient is quantized to ``bits``
+    with each node's whole-tensor range (stochastic rounding by default)."""
+    if not torch.is_grad_enabled() or not x.requires_grad:
+        return x
+    return _QuantizeGrad.apply(x, bits, stochastic, node_dim)
+
+
+__all__ = [
+    "MIN_SCALE",
+    "MIN_BITS",
+    "MAX_BITS",
+    "QuantSpec",
+    "check_bits",
+    "num_levels",
+    "node_range",
+    "sample_mean_range",
+    "dither_like",
+    "fake_quantize",
+    "quantize_per_node",
+    "quantize_ste",
+    "quantize_tensor",
+    "quantize_grad",
+]

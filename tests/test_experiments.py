@@ -1,0 +1,273 @@
+"""Paper presets, the scale knob, `decent8 sweep` (plans, bad values, skip/resume, --jobs) and `decent8 report`."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from decent8.cli.main import main
+from decent8.config import TrainConfig, load_config
+from decent8.experiments.presets import canonical_label, list_presets, load_preset, make_plan, resolve_config_arg
+from decent8.experiments.report import build_report, load_sweep, markdown_table
+
+PAPER = Path(__file__).resolve().parents[1] / "configs" / "paper"
+PRESETS = sorted(p.stem for p in PAPER.glob("*.yaml"))
+HAS_PRECISION = "precision" in {f.name for f in dataclasses.fields(TrainConfig)}
+SHARED_CIFAR = Path("/work/shared/data/cifar10/YoongiKim-CIFAR-10-images.tar.gz")
+
+# ---------------------------------------------------------------------------- presets
+EXPECTED_CELLS = {
+    "table3_resnet20_ring8": 32, "table3_resnet20_ring16": 32, "table3_resnet54_ring8": 32,
+    "table3_vgg11_torus16": 32, "table4_resnet20_qgm_ring8": 16, "table5_resnet18_torus8": 8,
+    "table5_vgg11_ring4": 8, "figure1_norms_resnet20_ring8": 4,
+}
+
+
+def test_every_experiment_of_the_paper_has_a_preset():
+    assert sorted(EXPECTED_CELLS) == PRESETS
+    assert {f"paper/{n}" for n in PRESETS} <= set(list_presets())
+    assert resolve_config_arg("paper/table3_resnet20_ring8") == PAPER / "table3_resnet20_ring8.yaml"
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_grid_and_paper_numbers_line_up(name):
+    p = load_preset(PAPER / f"{name}.yaml", f"paper/{name}")
+    assert math.prod(len(a.labels) for a in p.axes) == EXPECTED_CELLS[name]
+    rep = p.report
+    axis = {a.key: a for a in p.axes}
+    for label, spec in rep["columns"].items():
+        for k, v in (spec or {}).items():
+            assert canonical_label(v) in axis[k].labels, (label, k, v)
+    row_axes = rep["row_axes"]
+    assert all(a in axis for a in row_axes)
+    if name.startswith("figure"):
+        assert not p.paper
+        return
+    assert len(p.paper) == math.prod(len(axis[a].labels) for a in row_axes)   # one record per table row
+    rows = {tuple(canonical_label(r[a]) for a in row_axes) for r in p.paper}
+    assert len(rows) == len(p.paper)
+    for r in p.paper:
+        assert all(canonical_label(r[a]) in axis[a].labels for a in row_axes)
+        assert set(r) - set(row_axes) == set(rep["columns"])                   # every method has its number
+        assert all(50 < float(r[c]) < 100 for c in rep["columns"])
+    cfg = p.config
+    assert cfg["data"]["batch_size"] == 32
+    opt = cfg["optimizer"]
+    assert opt["warmup_epochs"] == 1 and opt["lr"] in (0.1, 0.01)
+    if name.startswith("table3") or name.startswith("table4"):
+        assert cfg["epochs"] == 200 and cfg["data"]["name"] == "cifar10"
+        assert opt["milestones"] == ([100, 150] if "resnet" in name else []) and opt["lr"] == 0.1
+        assert axis["skew"].labels == ["0", "0.4", "0.8", "0.9"]
+    if "vgg11" in name:
+        assert opt["decay"] == 0.5 and opt["decay_every"] == 30
+    if name.startswith("table5"):
+        assert cfg["epochs"] == 100 and cfg["data"]["name"] == "imagenette" and axis["skew"].labels == ["0", "0.6"]
+        assert opt["lr"] == (0.1 if "resnet18" in name else 0.01)
+    if name.startswith("table4"):
+        assert cfg["optimizer"]["kind"] == "qgm"
+    gammas = {lab: [o for o in ov if o.startswith("algorithm.gamma=")] for lab, ov in zip(axis["comp"].labels,
+                                                                                       axis["comp"].overrides)}
+    assert gammas["0"] == ["algorithm.gamma=1.0"] and all(g == ["algorithm.gamma=0.01"] for k, g in gammas.items() if k != "0")
+
+
+def test_scale_shrinks_epochs_schedule_and_data():
+    plan = make_plan("paper/table3_resnet20_ring8", ["scale=0.05"])
+    cfg = load_config(None, plan.base)
+    assert cfg.epochs == 10
+    assert cfg.optimizer.milestones == [5.0, 7.5] and cfg.optimizer.warmup_epochs == pytest.approx(0.05)
+    assert cfg.data.subset == 0.05 and cfg.data.test_subset == 0.1
+    assert len(plan.cells) == 32 and plan.cells[0].name == "comp-0_skew-0_algorithm-deepsqueeze_precision-fp32"
+    vgg = load_config(None, make_plan("paper/table3_vgg11_torus16", ["scale=0.1", "data.subset=0.5"]).base)
+    assert vgg.epochs == 20 and vgg.optimizer.decay_every == pytest.approx(3.0) and vgg.data.subset == 0.5
+
+
+def test_command_line_axes_replace_and_fix_the_presets():
+    plan = make_plan("paper/table3_resnet20_ring8", ["skew=0.8", "comp=99", "algorithm=choco,deepsqueeze", "nodes=8"])
+    fixed = {"comp": "99", "skew": "0.8"}
+    assert [c.labels for c in plan.cells] == [
+        {**fixed, "algorithm": "choco", "precision": "fp32"}, {**fixed, "algorithm": "choco", "precision": "int8"},
+        {**fixed, "algorithm": "deepsqueeze", "precision": "fp32"},
+        {**fixed, "algorithm": "deepsqueeze", "precision": "int8"}]
+    assert plan.cells[0].name == "comp-99_skew-0p8_algorithm-choco_precision-fp32"   # as in the full grid
+    assert "compression=topk" in plan.cells[0].overrides and "algorithm.gamma=0.01" in plan.cells[0].overrides
+    assert "skew=0.8" in plan.cells[0].overrides and "nodes=8" in plan.base
+
+
+@pytest.mark.skipif(not HAS_PRECISION, reason="precision= not in TrainConfig yet (low-precision models)")
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_cell_is_a_valid_config(name):
+    from decent8.experiments.presets import cell_config
+
+    plan = make_plan(f"paper/{name}", ["scale=0.05", "data.root=/nowhere"])
+    for cell in plan.cells:
+        cell_config(plan, cell)
+
+
+@pytest.mark.skipif(not HAS_PRECISION or not SHARED_CIFAR.exists(), reason="needs the models and shared CIFAR-10")
+def test_the_leads_cifar_command_validates(tmp_path, capsys):
+    code = main(["sweep", "paper/table3_resnet20_ring8", "scale=0.05", f"data.root={SHARED_CIFAR}", "--dry-run",
+                 f"out_dir={tmp_path}", "device=cpu"])
+    assert code == 0, capsys.readouterr().err
+    assert "32 cells" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- sweep: bad values
+@pytest.mark.parametrize("args,option", [
+    (["sweep", "skew=0,1.5"], "skew"),
+    (["sweep", "skew=0,,0.9"], "skew"),
+    (["sweep", "algorithm=choco,magic"], "algorithm"),
+    (["sweep", "scale=0"], "scale"),
+    (["sweep", "scale=abc"], "scale"),
+    (["sweep", "paper/table3_resnet20_ring8", "comp=50"], "comp"),
+    (["sweep", "paper/no_such_table"], "config"),
+    (["sweep", "--jobs", "0", "skew=0,0.9"], "--jobs"),
+])
+def test_invalid_sweep_values_are_rejected_before_anything_runs(args, option, tmp_path, capsys):
+    code = main([*args, f"out_dir={tmp_path / 'runs'}", "epochs=1", "device=cpu"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and option in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------------------- sweep: a tiny preset end to end
+TINY = """
+title: Tiny digits table
+source: a test
+config:
+  nodes: 4
+  epochs: 2
+  device: cpu
+  progress: false
+  eval_every: 1
+  model: {name: cnn, width: 4}
+  algorithm: {name: choco, consensus_rounds: 1}
+  optimizer: {milestones: [2, 3], warmup_epochs: 1}
+axes:
+  comp:
+    "0": {compression: identity, algorithm.gamma: 1.0}
+    "99": {compression: topk, compression.ratio: 0.99, algorithm.gamma: 0.05}
+  skew: [0.0, 0.9]
+report:
+  rows: {model: CNN, graph: Directed Ring, nodes: 4}
+  row_axes: [comp, skew]
+  columns: {Choco: {}}
+paper_data_gb: {"0": {fp32: 1.5, int8: 0.4}}
+paper:
+  - {comp: "0", skew: 0.0, Choco: 97.5}
+  - {comp: "0", skew: 0.9, Choco: 91.25}
+"""
+
+
+def test_tiny_preset_sweep_skips_resumes_and_reports(tmp_path, capsys):
+    preset = tmp_path / "tiny.yaml"
+    preset.write_text(TINY)
+    argv = ["sweep", str(preset), "scale=0.5", f"out_dir={tmp_path}", "--name", "s", "--quiet"]
+    assert main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "4 cells" in out and "scale 0.5 (2 → 1 epochs)" in out
+    sweep = tmp_path / "s"
+    cfg = yaml.safe_load((sweep / "comp-99_skew-0p9" / "config.yaml").read_text())
+    assert cfg["epochs"] == 1 and cfg["optimizer"]["milestones"] == [1.0, 1.5] and cfg["data"]["subset"] == 0.5
+    assert cfg["optimizer"]["warmup_epochs"] == 0.5
+    assert cfg["compression"]["name"] == "topk" and cfg["algorithm"]["gamma"] == 0.05
+    plan = json.loads((sweep / "sweep.json").read_text())
+    assert plan["title"] == "Tiny digits table" and len(plan["cells"]) == 4 and plan["paper"]
+    rows = (sweep / "results.csv").read_text().splitlines()
+    assert rows[0].startswith("comp,skew,mean_node_accuracy") and len(rows) == 5
+
+    # a second run skips finished cells; a cell killed after a checkpoint resumes
+    (sweep / "comp-0_skew-0" / "summary.json").unlink()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("done already, skipped") == 3 and "resuming" in out
+    # a changed config cannot silently reuse the old cells
+    assert main([*argv, "seed=5"]) == 2
+    err = capsys.readouterr().err
+    assert "different config" in err and "seed" in err
+
+    assert main(["report", str(sweep)]) == 0
+    text = capsys.readouterr().out
+    assert "| Model | Graph | Nodes (n) | Comp. (%) | Degree of skew | Data/node (GB) | Choco |" in text
+    assert "[97.50]" in text and "[91.25]" in text and "[1.5 / 0.4]" in text
+    for png in ("accuracy_vs_skew", "validation_error", "class_distribution"):
+        assert (sweep / "figures" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (sweep / "report.md").read_text().startswith("# Tiny digits table")
+
+
+def test_parallel_jobs_run_cells_in_subprocesses(tmp_path, capsys):
+    code = main(["sweep", "skew=0,0.9", "epochs=1", "nodes=4", "model.width=4", "device=cpu",
+                 "algorithm.consensus_rounds=1", f"out_dir={tmp_path}", "--name", "p", "--jobs", "2", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    sweep = tmp_path / "p"
+    for cell in ("skew-0", "skew-0p9"):
+        assert (sweep / cell / "summary.json").exists()
+        assert (sweep / "logs" / f"{cell}.log").exists()
+    assert len(json.loads((sweep / "results.json").read_text())) == 2
+
+
+# ---------------------------------------------------------------------------- report on a synthetic folder
+def _fake_cell(root: Path, name: str, labels: dict, acc: float, cfg: dict, skew: float) -> None:
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (d / "summary.json").write_text(json.dumps({"mean_node_accuracy": acc, "averaged_model_accuracy": acc + 0.01,
+                                                "bytes_sent_per_node": 2e9 if labels["precision"] == "fp32" else 5e8,
+                                                "epochs": 3}))
+    (d / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e, "mean_node_accuracy": acc * e / 3,
+                                                         "averaged_model_accuracy": acc}) + "\n" for e in (1, 2, 3)))
+    heavy = int(100 * skew)
+    (d / "partition.csv").write_text("node,a,b\n" + f"0,{50 + heavy},{50 - heavy}\n1,{50 - heavy},{50 + heavy}\n")
+
+
+def test_report_of_a_synthetic_sweep_folder(tmp_path, capsys):
+    sweep = tmp_path / "sw"
+    cells = []
+    acc = {("deepsqueeze", "fp32"): 0.80, ("deepsqueeze", "int8"): 0.78, ("choco", "fp32"): 0.82, ("choco", "int8"): 0.81}
+    for skew in ("0", "0.9"):
+        for (algo, prec), a in acc.items():
+            labels = {"skew": skew, "algorithm": algo, "precision": prec}
+            name = f"skew-{skew}_{algo}_{prec}".replace(".", "p")
+            if not (skew == "0.9" and algo == "choco" and prec == "int8"):   # one cell still running
+                _fake_cell(sweep, name, labels, a - (0.2 if skew == "0.9" else 0), {"nodes": 2, "skew": float(skew)},
+                           float(skew))
+            cells.append({"name": name, "labels": labels, "overrides": []})
+    (sweep / "sweep.json").write_text(json.dumps({
+        "title": "Synthetic", "scale": 0.1, "axes": ["skew", "algorithm", "precision"], "cells": cells,
+        "report": {"rows": {"model": "ResNet-20"}, "row_axes": ["skew"], "figure": "Figure 4",
+                   "columns": {"DS": {"algorithm": "deepsqueeze", "precision": "fp32"},
+                               "LP-DS": {"algorithm": "deepsqueeze", "precision": "int8"},
+                               "Choco": {"algorithm": "choco", "precision": "fp32"},
+                               "LP-Choco": {"algorithm": "choco", "precision": "int8"}}},
+        "paper": [{"skew": 0.0, "DS": 90.56, "LP-DS": 90.57, "Choco": 90.96, "LP-Choco": 90.30}]}))
+    assert main(["report", str(sweep)]) == 0
+    text = capsys.readouterr().out
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert lines[0] == "| Model | Degree of skew | Data/node (GB) FP / LP | DS | LP-DS | Choco | LP-Choco |"
+    assert lines[2] == "| ResNet-20 | 0 | 2 / 0.5 | 80.00 [90.56] | 78.00 [90.57] | 82.00 [90.96] | 81.00 [90.30] |"
+    assert lines[3] == "| ResNet-20 | 0.9 | 2 / 0.5 | 60.00 | 58.00 | 62.00 | — |"
+    assert "7 of 8 cells finished" in text and "Ours − paper over 4 cells" in text
+    for png in ("accuracy_vs_skew", "validation_error", "class_distribution"):
+        assert (sweep / "figures" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not list((sweep / "figures").glob(".*"))     # atomic writes leave no temporary files
+    sw = load_sweep(sweep)
+    table, deltas = markdown_table(sw, "averaged_model_accuracy")
+    assert "81.00 [90.56]" in table and len(deltas) == 4
+
+
+def test_report_without_sweep_json_infers_the_layout(tmp_path, capsys):
+    root = tmp_path / "plain"
+    for algo in ("deepsqueeze", "choco"):
+        for skew in (0.0, 0.8):
+            _fake_cell(root, f"{algo}-{skew}", {"precision": "fp32"}, 0.5 + skew / 10,
+                       {"nodes": 8, "skew": skew, "algorithm": {"name": algo}, "model": {"name": "cnn"}}, skew)
+    text, path = build_report(root)
+    assert "| DS | Choco |" in text.splitlines()[4] and path.exists()
+    assert main(["report", str(tmp_path / "nowhere")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "not a sweep folder" in capsys.readouterr().err
