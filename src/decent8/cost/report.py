@@ -23,10 +23,10 @@ from __future__ import annotations
 import csv
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..atomic import save_figure
 from ..errors import ConfigError
 from .communication import communication_volume
 from .counts import ModelCounts, count_model
@@ -478,15 +478,7 @@ def plot_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title(report).split(" — ")[0] + " — per node per iteration (the paper's Figure 7)", fontsize=10)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp.png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    save_figure(fig, path)
     return path
 
 

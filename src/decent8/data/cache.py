@@ -15,11 +15,12 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from ..atomic import atomic_path
 
 #: bump when a loader's output changes, so old cache files are not reused
 LOADER_VERSION = 1
@@ -62,21 +63,13 @@ def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> bool:
     """Write ``arrays`` atomically; False (and a warning) when the folder is not writable."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        return True
+    except OSError as e:  # an unwritable or full cache folder: decode again next time
         sys.stderr.write(f"decent8: warning: cannot write the data cache in {path.parent} ({e.strerror}); "
                          f"set data.cache_dir to a writable folder to skip decoding next time\n")
         return False
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a cache may be shared
-        os.replace(tmp, path)
-        return True
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray] | None:

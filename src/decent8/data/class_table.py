@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Sequence
 
 import numpy as np
 
+from ..atomic import save_figure
 from ..errors import ConfigError
 
 
@@ -64,15 +64,4 @@ def plot_class_heatmap(counts: np.ndarray, path: str | os.PathLike, title: str |
                 ax.text(j, i, str(int(c[i, j])), ha="center", va="center", fontsize=7, color=color)
     fig.tight_layout()
 
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=120)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    save_figure(fig, path, dpi=120)

@@ -21,15 +21,15 @@ PNGs are drawn with matplotlib's Agg canvas (no pyplot state) and written atomic
 from __future__ import annotations
 
 import json
-import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
+from ..atomic import atomic_write_text
+from ..atomic import save_figure as _save_figure
 from ..errors import ConfigError
 from .presets import canonical_label
 
@@ -285,16 +285,7 @@ def _new_figure(w: float, h: float):
 
 def save_figure(fig, path: Path) -> None:
     """savefig into a temporary file beside ``path``, then ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=120)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _save_figure(fig, path, dpi=120)
 
 
 def _is_low_precision(label: str, spec: dict[str, Any]) -> bool:
@@ -474,13 +465,5 @@ def build_report(folder: str | os.PathLike, metric: str = "mean_node_accuracy", 
             lines += [f"## {title}", "", f"![{title}]({rel})", ""]
     text = "\n".join(lines)
     out = Path(folder) / "report.md"
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".report.md.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(out, text)
     return text, out

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from ..atomic import save_figure
 
 
 def plot_curves(rows: list[dict[str, Any]], path: str | os.PathLike, title: str = "") -> None:
@@ -32,7 +33,4 @@ def plot_curves(rows: list[dict[str, Any]], path: str | os.PathLike, title: str 
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    save_figure(fig, path)

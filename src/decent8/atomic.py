@@ -1,0 +1,47 @@
+"""Atomic file writes: a temporary file beside the target, then ``os.replace``.
+
+A killed process never leaves a half-written file behind: readers see the old
+content or the new one.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, mode: int = 0o644) -> Iterator[str]:
+    """Yield a temporary path to write; it replaces ``path`` when the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)  # mkstemp makes files private
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 110) -> None:
+    """``fig.savefig`` as PNG, atomically (matplotlib Figure with an Agg canvas)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi)
