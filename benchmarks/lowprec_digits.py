@@ -19,8 +19,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
-def run_one(args: tuple[str, float, int, list[str], str]) -> dict:
-    precision, skew, seed, extra, out_dir = args
+def run_one(args: tuple[str, float, int, list[str], str, str]) -> dict:
+    precision, skew, seed, extra, out_dir, tag = args
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
@@ -28,7 +28,6 @@ def run_one(args: tuple[str, float, int, list[str], str]) -> dict:
     from decent8.config import load_config
     from decent8.train.loop import train
 
-    tag = "_".join(e.replace("=", "-") for e in extra)
     name = f"{precision}-s{skew:g}-seed{seed}" + (f"-{tag}" if tag else "")
     overrides = [f"precision={precision}", f"skew={skew}", f"seed={seed}", f"name={name}", f"out_dir={out_dir}",
                  "checkpoint=false", "progress=false", *extra]
@@ -44,11 +43,12 @@ def main() -> None:
     ap.add_argument("--skews", type=float, nargs="+", default=[0.0, 0.8])
     ap.add_argument("--precisions", nargs="+", default=["fp32", "int8"])
     ap.add_argument("--extra", nargs="*", default=[], help="more key=value overrides for every run")
+    ap.add_argument("--tag", default="", help="suffix of the run folder names")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out-dir", default="runs/lowprec_digits")
     ap.add_argument("--json", default=None, help="write all results here")
     a = ap.parse_args()
-    tasks = [(p, s, r, list(a.extra), a.out_dir) for s in a.skews for p in a.precisions for r in a.seeds]
+    tasks = [(p, s, r, list(a.extra), a.out_dir, a.tag) for s in a.skews for p in a.precisions for r in a.seeds]
     with ProcessPoolExecutor(a.jobs) as ex:
         results = list(ex.map(run_one, tasks))
     if a.json:

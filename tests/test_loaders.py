@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from decent8.cli.main import main
-from decent8.data import cache as cache_mod
 from decent8.data.registry import _MEMO, load_dataset, stratified_subset
 
 from .data_fixtures import (

@@ -215,6 +215,19 @@ def test_marsit_compensation_keeps_x_minus_mean_c_on_the_sgd_path(K):
             assert torch.allclose(applied.abs(), torch.full_like(applied, 0.003))
 
 
+def test_marsit_reset_drop_applies_only_the_steps_mean_update():
+    n, d = 4, 200
+    algo = make_allreduce_algorithm("marsit", comm_for("ring", n), "ring", generators=gens(n), eta_s=0.003, K=2,
+                                    reset="drop")
+    algo.init_state(torch.zeros(n, d))
+    u0, u1 = torch.randn(n, d) * 0.01, torch.randn(n, d) * 0.01
+    algo.aggregate(u0, 0, 0.1)
+    assert torch.count_nonzero(algo.c) > 0
+    applied = algo.aggregate(u1, 1, 0.1)                  # the K-th step
+    assert torch.allclose(applied, u1.mean(0).expand(n, d), atol=1e-7)
+    assert torch.count_nonzero(algo.c) == 0
+
+
 def test_ef_signsgd_is_exact_when_every_worker_sends_the_same_scaled_sign():
     n, d = 4, 64 * 4 * 2
     comm = comm_for("ring", n)
@@ -292,6 +305,7 @@ BAD = [
     (["algorithm=marsit", "topology=ring", "marsit.eta_s=0"], "marsit.eta_s"),
     (["algorithm=marsit", "topology=ring", "marsit.eta_s=-0.1"], "marsit.eta_s"),
     (["algorithm=marsit", "topology=ring", "algorithm.push_sum=true"], "push_sum"),
+    (["algorithm=marsit", "topology=ring", "marsit.reset=sometimes"], "marsit.reset"),
     (["algorithm=marsit", "topology=torus", "nodes=8", "topology.rows=3"], "topology.rows"),
     (["algorithm=marsit", "marsit.bogus=1"], "marsit.bogus"),
 ]

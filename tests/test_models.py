@@ -172,18 +172,17 @@ def test_int8_wire_format_resnet20():
 
 def test_int8_resume_equals_uninterrupted(tmp_path):
     """Checkpoints carry the per-node buffers and the RNG of the stochastic rounding."""
+    import yaml
+
+    from decent8.config import to_dict
     from decent8.train.loop import train
 
     common = ["progress=false", "algorithm.consensus_rounds=2", "precision=int8", "model.norm=range_bn",
               "model.width=4", "nodes=4", f"out_dir={tmp_path}"]
     full, _ = train(load_config(None, [*common, "epochs=2", "name=full"]), quiet=True)
-    part_cfg = load_config(None, [*common, "epochs=2", "name=part"])
-    import decent8.train.loop as loop
-
-    # run epoch 1 only, then resume for epoch 2
-    one, run = train(load_config(None, [*common, "epochs=1", "name=part"]), quiet=True)
-    import yaml
-    (run / "config.yaml").write_text(yaml.safe_dump(loop.to_dict(part_cfg)))
+    # the same run cut after epoch 1, then resumed for epoch 2
+    _, run = train(load_config(None, [*common, "epochs=1", "name=part"]), quiet=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(to_dict(load_config(None, [*common, "epochs=2", "name=part"]))))
     resumed, _ = train(None, resume=run, quiet=True)
     for key in ("mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "averaged_model_loss"):
         assert resumed[key] == full[key], key

@@ -113,6 +113,7 @@ class MarsitConfig:
     directed_ring and a 2-D torus on topology=torus (topology.rows × topology.cols)."""
     K: int = 0                      # marsit: fp32 all-reduce every K steps, then c = 0 (Marsit-K); 0 = never
     eta_s: float = 0.005            # marsit, signsgd: sign step size at optimizer.lr (follows the lr schedule)
+    reset: str = "apply"            # marsit K-th step: apply = x −= mean(u), u = update + c (MARSIT.md); drop = x −= mean(update), c discarded
 
 
 @dataclass

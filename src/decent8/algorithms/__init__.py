@@ -95,15 +95,16 @@ def make_allreduce_algorithm(
     base_lr: float = 0.1,
     eta_s: float = 1e-3,
     K: int = 0,
+    reset: str = "apply",
 ) -> AllReduceAlgorithm:
     """An all-reduce algorithm on the ring (``ring``, ``directed_ring``) or the 2-D torus
     (``torus``, ``rows`` × ``cols``); ``generators``: one per local node (the per-hop draws)."""
     if name not in _ALLREDUCE:
         raise choice_error("algorithm", name, ALGORITHMS)
     check_allreduce_topology(name, topology)
-    check_allreduce_options(K, eta_s)
+    check_allreduce_options(K, eta_s, reset)
     return _ALLREDUCE[name](comm, RingAllReduce(comm, topology, rows, cols), generators,
-                            base_lr=base_lr, eta_s=eta_s, K=K)
+                            base_lr=base_lr, eta_s=eta_s, K=K, reset=reset)
 
 
 __all__ = ["AllReduceAlgorithm", "PSGD", "Marsit", "SignSGD", "EFSignSGD", "make_allreduce_algorithm",

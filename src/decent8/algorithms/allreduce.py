@@ -25,7 +25,7 @@ import torch
 
 from ..collectives.ring import RingAllReduce
 from ..comm.base import Communicator
-from ..errors import ConfigError
+from ..errors import ConfigError, choice_error
 
 
 class AllReduceAlgorithm(ABC):
@@ -47,6 +47,7 @@ class AllReduceAlgorithm(ABC):
         base_lr: float = 0.1,
         eta_s: float = 1e-3,
         K: int = 0,
+        reset: str = "apply",
     ) -> None:
         self.comm = comm
         self.allreduce = allreduce
@@ -54,6 +55,7 @@ class AllReduceAlgorithm(ABC):
         self.base_lr = float(base_lr)
         self.eta_s = float(eta_s)
         self.K = int(K)
+        self.reset = reset
         self.dim = 0
 
     # --- state ----------------------------------------------------------------
@@ -95,9 +97,15 @@ class AllReduceAlgorithm(ABC):
         return self.allreduce.bytes_per_worker(self.allreduce.padded(self.dim, bits=False), 4.0)
 
 
-def check_allreduce_options(K: int, eta_s: float) -> None:
+#: what Marsit-K's full-precision step applies (see :mod:`.marsit`)
+RESETS = ("apply", "drop")
+
+
+def check_allreduce_options(K: int, eta_s: float, reset: str = "apply") -> None:
     """Range checks of the ``marsit`` group (one-line errors)."""
     if isinstance(K, bool) or not isinstance(K, int) or K < 0:
         raise ConfigError("marsit.K", f"full-precision all-reduce every K steps needs an integer K >= 0 (0 = never), got {K}")
     if not eta_s > 0:
         raise ConfigError("marsit.eta_s", f"sign step size must be > 0, got {eta_s}")
+    if reset not in RESETS:
+        raise choice_error("marsit.reset", reset, RESETS)

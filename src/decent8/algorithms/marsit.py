@@ -33,9 +33,22 @@ implemented here:
   so y = x − mean(c) follows exact SGD on the (stale-point) gradients.
 * Marsit-K: every K-th step (step t with (t + 1) mod K = 0; K = 0 never) the workers
   instead apply x ← x − mean_m(u_m) by an fp32 all-reduce and reset c ← 0, which puts
-  x back on y.
+  x back on y (``marsit.reset=apply``, MARSIT.md). Option of this implementation, not
+  from the notes: ``marsit.reset=drop`` applies only this step's mean update and
+  discards the accumulated compensation (x stays where it is, the per-worker c's are
+  re-synchronised). Why: y can drift far from x (below), and jumping to it can wreck
+  the model (docs/results/marsit.md).
 * η_s follows the learning-rate schedule (see :mod:`.allreduce`); hyperparameters η_l
   (``optimizer.lr``), η_s (``marsit.eta_s``), K (``marsit.K``), M (``nodes``).
+
+Observed (digits, 8 workers, batch 16; docs/results/marsit.md): the final bit is the
+bit of one uniformly random worker per coordinate, and each worker's c integrates its
+own update noise (c_m − mean(c) is a random walk that only Marsit-K resets), so as
+the c_m spread the signs agree less, x follows y more slowly and mean(c) grows. With
+local Nesterov momentum (the engine's default optimizer) this happens within a few
+epochs and Marsit trails PSGD by ~8 points; with plain SGD (``optimizer.momentum=0``,
+the paper's η_l·∇f) it is within ~1 point. A Marsit-K step jumps to y; when y has
+drifted far from x that jump can wreck the model (see ``marsit.reset``).
 
 Traffic: 1 bit per element per hop, 2(M − 1)·d/M bits per worker per step (d padded
 to a multiple of 8·M), packed 8 to a byte (LSB first, :func:`pack_bits`); plus one fp32
@@ -114,7 +127,7 @@ class Marsit(AllReduceAlgorithm):
         u = update + self.c
         if self.K > 0 and (step + 1) % self.K == 0:   # Marsit-K: full precision, reset c
             self.c.zero_()
-            return self.allreduce.mean(u)
+            return self.allreduce.mean(u if self.reset == "apply" else update)
         bits = sign_allreduce(self.allreduce, u > 0, self.codec)
         applied = bits.to(u.dtype).mul_(2.0 * self.sign_step(lr)).sub_(self.sign_step(lr))
         torch.sub(u, applied, out=self.c)

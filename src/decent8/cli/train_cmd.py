@@ -56,7 +56,7 @@ def run(ns: argparse.Namespace) -> int:
     if not ns.quiet and not one_of_many:  # with one process per node, rank 0 reports
         print(f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
               f"{summary['compression']} · {summary['topology']} · {summary['nodes']} nodes · skew {summary['skew']:g} · "
-              f"{summary['model']} on {summary['dataset']} · {summary['epochs']} epochs")
+              f"{summary['model']} ({summary.get('precision', 'fp32')}) on {summary['dataset']} · {summary['epochs']} epochs")
         print(summary_table(summary))
         print(f"run folder: {path}")
     return 0

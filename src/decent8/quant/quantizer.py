@@ -165,13 +165,34 @@ def fake_quantize(
         return y.mul_(scale).add_(mn)
 
 
+def node_minmax(x: torch.Tensor, node_dim: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-node ``(min, max)`` over every dim but ``node_dim``, shaped to broadcast against ``x``.
+
+    Reduces the innermost contiguous block of dims first and the rest on the small
+    result, so a node axis in the middle of memory (``[k, b, …]`` views of ``[b, k, …]``
+    activations and gradients) does not make the reduction copy the tensor.
+    """
+    dims = sorted((d for d in range(x.dim()) if d != node_dim), key=lambda d: (x.stride(d), d))
+    inner, expected = [], 1
+    for d in dims:
+        if x.shape[d] != 1 and x.stride(d) != expected:
+            break
+        inner.append(d)
+        if x.shape[d] != 1:
+            expected = x.stride(d) * x.shape[d]
+    rest = tuple(d for d in dims if d not in inner)
+    mn, mx = x.amin(dim=tuple(inner), keepdim=True), x.amax(dim=tuple(inner), keepdim=True)
+    if rest:
+        mn, mx = mn.amin(dim=rest, keepdim=True), mx.amax(dim=rest, keepdim=True)
+    return mn, mx
+
+
 def quantize_per_node(x: torch.Tensor, bits: int = 8, stochastic: bool = False, node_dim: int = 0) -> torch.Tensor:
     """Q_b with each node's whole-tensor range (min/max over every dim but ``node_dim``), no autograd."""
     with torch.no_grad():
-        dims = tuple(d for d in range(x.dim()) if d != node_dim)
-        if not dims:
+        if x.dim() <= 1:
             return x.clone()
-        mn, mx = x.amin(dim=dims, keepdim=True), x.amax(dim=dims, keepdim=True)
+        mn, mx = node_minmax(x, node_dim)
         return fake_quantize(x, mn, mx, bits, stochastic)
 
 
@@ -226,6 +247,7 @@ __all__ = [
     "check_bits",
     "num_levels",
     "node_range",
+    "node_minmax",
     "sample_mean_range",
     "dither_like",
     "fake_quantize",

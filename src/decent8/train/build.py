@@ -128,7 +128,7 @@ def check_scalars(cfg: TrainConfig) -> None:
         raise choice_error("algorithm", cfg.algorithm.name, ALGORITHMS)
     if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
         check_allreduce_topology(cfg.algorithm.name, cfg.topology.name)
-    check_allreduce_options(cfg.marsit.K, cfg.marsit.eta_s)
+    check_allreduce_options(cfg.marsit.K, cfg.marsit.eta_s, cfg.marsit.reset)
     if cfg.algorithm.consensus_rounds < 0:
         raise ConfigError("algorithm.consensus_rounds", f"must be >= 0, got {cfg.algorithm.consensus_rounds}")
     o = cfg.optimizer
@@ -186,7 +186,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None) -> Components:
     generators = node_generators(cfg.seed, "compress", comm.local_nodes)
     if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:  # aggregates updates; the compression group is not used
         algorithm = make_allreduce_algorithm(cfg.algorithm.name, comm, t.name, t.rows, t.cols, generators,
-                                             base_lr=cfg.optimizer.lr, eta_s=cfg.marsit.eta_s, K=cfg.marsit.K)
+                                             base_lr=cfg.optimizer.lr, eta_s=cfg.marsit.eta_s, K=cfg.marsit.K,
+                                             reset=cfg.marsit.reset)
     else:
         algorithm = make_algorithm(cfg.algorithm.name, comm, compressor, gamma, push_sum, generators)
 

@@ -201,6 +201,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "compression": c.algorithm.wire_format if allreduce else cfg.compression.name,
         "topology": cfg.topology.name,
         "model": cfg.model.name,
+        "precision": cfg.precision,
+        "norm": cfg.model.norm,
         "parameters": c.model.dim,
         "dataset": cfg.data.name,
         "seed": cfg.seed,
