@@ -5,6 +5,7 @@ import argparse
 import os
 from typing import Any
 
+from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..config import load_config
 from ..train.loop import train
 from .common import format_table, human_bytes
@@ -54,8 +55,12 @@ def run(ns: argparse.Namespace) -> int:
         summary, path = train(cfg, quiet=ns.quiet)
     one_of_many = summary.get("backend") == "distributed" and os.environ.get("RANK", "0") != "0"
     if not ns.quiet and not one_of_many:  # with one process per node, rank 0 reports
-        print(f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
-              f"{summary['compression']} · {summary['topology']} · {summary['nodes']} nodes · skew {summary['skew']:g} · "
+        if summary["algorithm"] in ALLREDUCE_ALGORITHMS:      # ring all-reduce: no γ, its own wire format
+            head = f"{summary['algorithm']} (ring all-reduce)"
+        else:
+            head = (f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
+                    f"{summary['compression']}")
+        print(f"{head} · {summary['topology']} · {summary['nodes']} nodes · skew {summary['skew']:g} · "
               f"{summary['model']} ({summary.get('precision', 'fp32')}) on {summary['dataset']} · {summary['epochs']} epochs")
         print(summary_table(summary))
         print(f"run folder: {path}")

@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from .. import __version__
+from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..comm.base import Communicator
 from ..config import TrainConfig, from_dict, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError
@@ -38,7 +39,14 @@ SUMMARY_KEYS = (
 
 def default_run_name(cfg: TrainConfig) -> str:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{cfg.algorithm.name}-{cfg.compression.name}-{cfg.topology.name}-n{cfg.nodes}-s{cfg.skew:g}-{stamp}"
+    return f"{run_label(cfg, '-')}-{cfg.topology.name}-n{cfg.nodes}-s{cfg.skew:g}-{stamp}"
+
+
+def run_label(cfg: TrainConfig, sep: str = "/") -> str:
+    """``algorithm/compression``, or the algorithm alone for ring all-reduce algorithms (own wire format)."""
+    if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
+        return cfg.algorithm.name
+    return f"{cfg.algorithm.name}{sep}{cfg.compression.name}"
 
 
 def write_partition(run: RunDir, c: Components) -> None:
@@ -133,7 +141,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     steps = c.sampler.steps_per_epoch
     t0 = time.perf_counter()
     bar = tqdm(total=cfg.epochs * steps, initial=start_epoch * steps, disable=quiet or not cfg.progress or not comm.is_main,
-               desc=f"{cfg.algorithm.name}/{cfg.compression.name}", unit="it", dynamic_ncols=True, leave=False, mininterval=0.5)
+               desc=run_label(cfg), unit="it", dynamic_ncols=True, leave=False, mininterval=0.5)
 
     def evaluate(epoch: float, train_loss: float, lr: float) -> dict[str, Any]:
         m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size)
