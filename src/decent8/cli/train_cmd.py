@@ -56,7 +56,7 @@ def run(ns: argparse.Namespace) -> int:
     one_of_many = summary.get("backend") == "distributed" and os.environ.get("RANK", "0") != "0"
     if not ns.quiet and not one_of_many:  # with one process per node, rank 0 reports
         if summary["algorithm"] in ALLREDUCE_ALGORITHMS:      # ring all-reduce: no γ, its own wire format
-            head = f"{summary['algorithm']} (ring all-reduce)"
+            head = f"{summary['algorithm']} (ring all-reduce) · {summary['compression']}"
         else:
             head = (f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
                     f"{summary['compression']}")
