@@ -325,6 +325,9 @@ for topo in topologies:
     report.append({"what": f"{topo.name}/obj", "shape": [1], "diff": float(comm.broadcast_object(r) != 0)})
 with open(f"{out}/comm-rank{r}.json", "w") as f:
     json.dump(report, f)
+# leave the group together: a rank exiting while its peers' gloo threads still talk to it can abort
+torch.distributed.barrier()
+torch.distributed.destroy_process_group()
 '''
 
 

@@ -69,6 +69,7 @@ for shape, rows, cols in shapes:
         res[f"{{shape}}/{{name}}/{{K}}"] = {{"applied": torch.cat(applied), "state": algo.state_dict(),
                                            "bytes": comm.bytes_sent.clone()}}
 torch.save(res, f"{{out}}/rank{{r}}.pt")
+comm.barrier()   # leave together: a rank exiting while peers still talk to it can abort
 comm.close()
 '''
 
