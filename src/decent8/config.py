@@ -239,3 +239,14 @@ def from_dict(d: dict[str, Any]) -> TrainConfig:
         raise _omegaconf_error(e) from None
     assert isinstance(obj, TrainConfig)
     return obj
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (dotted option names, as on the command line)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

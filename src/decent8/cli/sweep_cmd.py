@@ -31,7 +31,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..config import from_dict, load_config, to_dict, to_yaml
+from ..config import flatten, from_dict, load_config, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError
 from ..experiments.presets import Plan, cell_config, list_presets, make_plan
 from ..train.build import build
@@ -97,14 +97,6 @@ def cell_name(cell: list[str]) -> str:
     return "_".join(kv.replace("=", "-").replace("/", "-").replace(".", "p") for kv in cell)
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 _IGNORED = {"name", "out_dir", "progress"}
@@ -118,10 +110,10 @@ def check_existing(run_dir: Path, cfg) -> None:
     import yaml
 
     try:
-        old = _flat(to_dict(from_dict(yaml.safe_load(f.read_text()))))
+        old = flatten(to_dict(from_dict(yaml.safe_load(f.read_text()))))
     except (ConfigError, yaml.YAMLError):
         old = None
-    new = _flat(to_dict(cfg))
+    new = flatten(to_dict(cfg))
     diff = [k for k in new if k not in _IGNORED and (old is None or old.get(k) != new[k])]
     if diff:
         raise ConfigError("name", f"{str(run_dir)!r} already holds a run of this cell with a different config "

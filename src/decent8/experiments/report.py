@@ -30,6 +30,7 @@ import yaml
 
 from ..atomic import atomic_write_text
 from ..atomic import save_figure as _save_figure
+from ..config import flatten
 from ..errors import ConfigError
 from .presets import canonical_label
 
@@ -80,14 +81,6 @@ def _config_value(cfg: dict[str, Any], key: str) -> Any:
     return node
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def _read_json(p: Path) -> Any:
@@ -137,7 +130,7 @@ def load_sweep(folder: str | os.PathLike) -> Sweep:
         raise ConfigError("report", f"{str(folder)!r} is not a sweep folder (no {SWEEP_FILE} and no run folders "
                                     f"with config.yaml)")
     cells = [_read_cell(p, p.name, {}) for p in runs]
-    flats = [_flat(c.config) for c in cells]
+    flats = [flatten(c.config) for c in cells]
     keys = sorted({k for f in flats for k in f})
     varying = [k for k in keys if k not in _IGNORED and len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
     for c, f in zip(cells, flats):
