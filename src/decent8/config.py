@@ -98,7 +98,7 @@ class CompressionConfig:
 @dataclass
 class OptimizerConfig:
     kind: str = "local"             # local Nesterov momentum | qgm (quasi-global momentum)
-    lr: float = 0.1
+    lr: Optional[float] = None      # null: 0.1; 0.05 under push-sum with compressed gossip (train.build.default_lr)
     momentum: Optional[float] = None  # null: the algorithm's default (train.build.ALGORITHM_DEFAULTS: 0.9; marsit 0)
     nesterov: bool = True
     weight_decay: float = 1e-4
