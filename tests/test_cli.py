@@ -98,6 +98,7 @@ def test_train_writes_the_documented_run_folder(tmp_path, capsys):
     assert main(["train", *FAST, f"out_dir={tmp_path}", "name=r1"]) == 2
 
 
+@pytest.mark.slow   # > 20 s on the 2-core CI machine
 def test_resume_from_epoch_checkpoint_equals_uninterrupted_run(tmp_path):
     common = ["epochs=4", "model.width=4", "progress=false", "algorithm.consensus_rounds=2", "device=cpu",
               "optimizer.kind=qgm", "compression=randomk", "compression.ratio=0.9", f"out_dir={tmp_path}"]

@@ -1,8 +1,10 @@
 """Issue must-show on the embedded digits data (8 nodes, directed ring, the main job's settings).
 
 D-PSGD at skew 0 reaches ≥ 93 %; Choco-SGD with 99 % top-k is within 3 points of it;
-non-IID data (skew 0.9) costs Choco accuracy. The same table comes from
-``decent8 sweep --cell "algorithm=dpsgd compression=identity" --cell "algorithm=choco compression=topk" skew=0,0.9``.
+non-IID data (skew 0.8, the main job) costs Choco accuracy. The runs are seed 0 of the
+cells of docs/results/engine_digits.md (``python -m decent8.experiments.regenerate
+engine_digits``, the same execution), and the non-IID run is the README's main job,
+shared with tests/test_regenerate.py (one run per session).
 """
 from __future__ import annotations
 
@@ -10,23 +12,18 @@ import pytest
 
 pytestmark = pytest.mark.slow   # long training runs; `pytest -m "not slow"` skips them
 
-from decent8.config import load_config
-from decent8.train.loop import train
-
-
-def accuracy(tmp_path, *overrides: str) -> float:
-    cfg = load_config(None, ["device=cpu", "progress=false", f"out_dir={tmp_path}", *overrides])
-    summary, _ = train(cfg, quiet=True)
-    return summary["mean_node_accuracy"]
+from decent8.experiments.regenerate import RESULTS, run_one
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    d = tmp_path_factory.mktemp("digits")
+def results(tmp_path_factory, main_job_summary):
+    d = str(tmp_path_factory.mktemp("digits"))
+    table = RESULTS["engine_digits"]
+    cells = {label: i for i, (label, _) in enumerate(table.cells)}
     return {
-        "dpsgd_s0": accuracy(d, "name=a", "algorithm=dpsgd", "compression=identity", "skew=0"),
-        "choco_s0": accuracy(d, "name=b", "algorithm=choco", "compression=topk", "compression.ratio=0.99", "skew=0"),
-        "choco_s09": accuracy(d, "name=c", "algorithm=choco", "compression=topk", "compression.ratio=0.99", "skew=0.9"),
+        "dpsgd_s0": run_one(table, cells["D-PSGD, fp32, skew 0"], 0, d)["mean_node_accuracy"],
+        "choco_s0": run_one(table, cells["Choco-SGD, top-k 99 %, skew 0"], 0, d)["mean_node_accuracy"],
+        "choco_s08": main_job_summary["mean_node_accuracy"],
     }
 
 
@@ -38,5 +35,6 @@ def test_choco_top1_percent_within_3_points_of_dpsgd(results):
     assert results["choco_s0"] >= results["dpsgd_s0"] - 0.03
 
 
-def test_skew_costs_accuracy(results):
-    assert results["choco_s09"] < results["choco_s0"]
+def test_skew_costs_accuracy(results, main_job_summary):
+    assert main_job_summary["skew"] == 0.8 and main_job_summary["compression"] == "topk"
+    assert results["choco_s08"] < results["choco_s0"]

@@ -107,6 +107,7 @@ def test_every_preset_cell_is_a_valid_config(name):
         cell_config(plan, cell)
 
 
+@pytest.mark.slow   # > 20 s on the 2-core CI machine
 @pytest.mark.skipif(not HAS_PRECISION or not SHARED_CIFAR.exists(), reason="needs the models and shared CIFAR-10")
 def test_the_leads_cifar_command_validates(tmp_path, capsys):
     code = main(["sweep", "paper/table3_resnet20_ring8", "scale=0.05", f"data.root={SHARED_CIFAR}", "--dry-run",

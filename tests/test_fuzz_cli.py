@@ -168,6 +168,7 @@ def _draw(rng: random.Random, tmp: Path, edges: Path, bad_utf8: Path, out: Path)
     return argv + overrides
 
 
+@pytest.mark.slow   # > 20 s on the 2-core CI machine
 def test_fuzz_train_check_1000_configurations(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     edges = tmp_path / "edges.txt"
@@ -320,6 +321,7 @@ def _damages(run: Path, rng: random.Random):
     return out
 
 
+@pytest.mark.slow   # > 20 s on the 2-core CI machine
 def test_fuzz_resume_of_damaged_run_folders(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = _finished_run(tmp_path / "src")

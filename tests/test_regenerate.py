@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from decent8.experiments.regenerate import RESULTS, documented, render, run_cells
+from decent8.experiments.regenerate import (RESULTS, Result, documented, documented_cell, main, render,
+                                            render_row)
 
 
 def test_every_documented_table_has_its_markers():
@@ -11,7 +12,25 @@ def test_every_documented_table_has_its_markers():
         assert documented(result) is not None, f"{result.doc} lacks <!-- results:{result.name} --> markers"
 
 
+def test_rendering_per_seed_columns_and_diverged_runs():
+    r = Result("x", "README.md", [("a", []), ("b", [])], seeds=(0, 1), columns=("per_seed", "message_bytes"))
+    runs = {"a": [{"mean_node_accuracy": 0.5, "message_bytes": 2184}, {"mean_node_accuracy": 0.75, "message_bytes": 2184}],
+            "b": [None, {"mean_node_accuracy": 1.0, "message_bytes": 1}]}
+    lines = render(r, runs).splitlines()
+    assert lines[0] == "| run (seeds 0, 1) | seed 0 | seed 1 | mean node acc.: mean ± std | message B / step |"
+    assert lines[2] == "| a | 50.00 | 75.00 | 62 ± 18 % | 2,184 |"          # std of (50, 75) = 17.68
+    assert lines[3] == "| b | diverged | 100.00 | 100.00 % (1 of 2 diverged) | 1 |"
+    assert render_row(r, "a", runs["a"]) == lines[2]
+    assert documented_cell(r, "a", "seed 1", text=render(r, runs)) == "75.00"
+    assert documented_cell(r, "b", "message B / step", text=render(r, runs)) == "1"
+
+
+def test_unknown_table_is_one_line_exit_2(capsys):
+    assert main(["no_such_table"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
-def test_main_job_row_of_the_readme_reproduces_exactly(tmp_path):
+def test_main_job_row_of_the_readme_reproduces_exactly(main_job_summary):
     result = RESULTS["main_job"]
-    assert render(result, run_cells(result, str(tmp_path))) == documented(result)
+    assert render(result, {result.cells[0][0]: [main_job_summary]}) == documented(result)

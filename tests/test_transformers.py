@@ -37,6 +37,7 @@ def config(root: Path) -> list[str]:
             "sim.chunk=1", "dist_timeout_s=60", "seed=2", f"out_dir={root}"]
 
 
+@pytest.mark.slow   # > 20 s on the 2-core CI machine
 def test_transformer_trains_in_the_simulator_and_distributed_with_the_same_parameters(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(HERE))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))

@@ -17,46 +17,101 @@ accuracy by a test image or two.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ..config import load_config
+from ..errors import TrainingError
 from ..train.loop import train
 from .aggregate import format_mean_std
 
 REPO = Path(__file__).resolve().parents[3]
 #: the execution every documented run uses (see the module docstring)
-PINNED = ["sim.chunk=8", "progress=false", "checkpoint=false", "tensorboard=false"]
+PINNED = ["sim.chunk=8", "device=cpu", "progress=false", "checkpoint=false", "tensorboard=false"]
 
 
 @dataclass
 class Result:
-    """A documented table: the runs behind it and how it is written."""
+    """A documented table: the runs behind it and how it is written.
+
+    ``columns`` name summary metrics (keys of :data:`FORMAT`), each written as mean ± sample
+    std over ``seeds``; ``"per_seed"`` expands to one column per seed plus their mean of
+    ``per_seed_metric`` (a run that stops with "training diverged" is written as such).
+    ``common`` overrides go into every cell (a table's shared setting).
+    """
 
     name: str
     doc: str                                   # file, relative to the repository
     cells: list[tuple[str, list[str]]]         # (row label, overrides); seeds go in `seeds`
     seeds: tuple[int, ...] = (0,)
     columns: tuple[str, ...] = ("mean_node_accuracy", "averaged_model_accuracy", "bytes_sent_per_node")
-    header: str = ""
-    extra: Callable[[dict[str, list[dict[str, Any]]]], str] | None = field(default=None, repr=False)
+    common: tuple[str, ...] = ()
+    per_seed_metric: str = "mean_node_accuracy"
 
 
-def _acc(xs: list[float]) -> str:
-    return format_mean_std([100 * x for x in xs], show_n=False) + " %"
+def _finite(xs: list[float | None]) -> list[float]:
+    return [x for x in xs if x is not None]
 
 
-def _bytes(xs: list[float]) -> str:
-    b = sum(xs) / len(xs)
+def _acc(xs: list[float | None]) -> str:
+    ok = _finite(xs)
+    if not ok:
+        return "diverged"
+    text = format_mean_std([100 * x for x in ok], show_n=False) + " %"
+    return text if len(ok) == len(xs) else f"{text} ({len(xs) - len(ok)} of {len(xs)} diverged)"
+
+
+def _bytes(xs: list[float | None]) -> str:
+    ok = _finite(xs)
+    if not ok:
+        return "—"
+    b = sum(ok) / len(ok)
     return f"{b / 1e6:.2f} MB" if b >= 1e6 else f"{b / 1e3:.1f} KB"
 
 
-FORMAT = {"mean_node_accuracy": ("mean node acc.", _acc), "averaged_model_accuracy": ("averaged-model acc.", _acc),
-          "bytes_sent_per_node": ("bytes sent / node", _bytes)}
+def _general(xs: list[float | None]) -> str:
+    ok = _finite(xs)
+    return f"{sum(ok) / len(ok):.3g}" if ok else "—"
+
+
+def _count(xs: list[float | None]) -> str:
+    ok = _finite(xs)
+    return f"{int(ok[0]):,}" if ok else "—"
+
+
+FORMAT: dict[str, tuple[str, Callable[[list[float | None]], str]]] = {
+    "mean_node_accuracy": ("mean node acc.", _acc),
+    "averaged_model_accuracy": ("averaged-model acc.", _acc),
+    "min_node_accuracy": ("worst node acc.", _acc),
+    "bytes_sent_per_node": ("bytes sent / node", _bytes),
+    "consensus_distance": ("consensus distance (mean)", _general),
+    "message_bytes": ("message B / step", _count),
+}
+
+def _het(label: str, overrides: list[str]) -> list[tuple[str, list[str]]]:
+    return [(f"{label}, skew {k}", [*overrides, f"skew={k}"]) for k in ("0.9", "1.0")]
+
+
+_MARSIT_IID = ["nodes=8", "topology=ring", "skew=0", "optimizer.momentum=0"]
+_MARSIT_CELLS = [
+    ("PSGD (fp32 ring all-reduce)", ["algorithm=psgd"]),
+    ("Marsit, K = 0 (η_s 0.005)", ["algorithm=marsit", "marsit.K=0", "marsit.eta_s=0.005"]),
+    ("Marsit-30", ["algorithm=marsit", "marsit.K=30", "marsit.eta_s=0.005"]),
+    ("signSGD, cascading re-signing (η_s 0.002)", ["algorithm=signsgd", "marsit.eta_s=0.002"]),
+]
+
+_GRAPHS = REPO / "docs" / "results" / "graphs"
+
+
+def _edge_list(label: str, file: str, nodes: int) -> list[tuple[str, list[str]]]:
+    return [(f"{label}, sim.chunk={c}", ["topology=edge_list", f"topology.path={_GRAPHS / file}", f"nodes={nodes}",
+                                         f"sim.chunk={c}"]) for c in ("1", "auto")]
+
 
 RESULTS: dict[str, Result] = {
     r.name: r for r in [
@@ -69,34 +124,140 @@ RESULTS: dict[str, Result] = {
             ("Deep-Squeeze, top-k 99 %, skew 0", ["algorithm=deepsqueeze", "compression=topk", "skew=0"]),
             ("Deep-Squeeze, top-k 99 %, skew 0.9", ["algorithm=deepsqueeze", "compression=topk", "skew=0.9"]),
         ], seeds=(0, 1, 2)),
+        Result("heterogeneity", "docs/results/heterogeneity.md", [
+            *_het("D-PSGD, fp32", ["algorithm=dpsgd", "compression=identity"]),
+            *_het("Choco-SGD, top-k 99 % (γ 0.05)", ["algorithm=choco", "compression=topk"]),
+            *_het("GUT (μ 0.1), fp32", ["algorithm=gut", "compression=identity"]),
+            *_het("QG-GUTm (μ 0.1), fp32", ["algorithm=qg_gutm", "compression=identity"]),
+            *_het("gradient tracking, fp32, lr 0.1", ["algorithm=gt", "compression=identity"]),
+            *_het("gradient tracking, BEER top-k 99 %, lr 0.1, γ 0.01",
+                  ["algorithm=gt", "compression=topk", "algorithm.gamma=0.01"]),
+            *_het("gradient tracking, fp32, lr 0.01", ["algorithm=gt", "compression=identity", "optimizer.lr=0.01"]),
+            *_het("gradient tracking, BEER top-k 99 %, lr 0.01, γ 0.05",
+                  ["algorithm=gt", "compression=topk", "optimizer.lr=0.01"]),
+            *_het("QGM (D-PSGD), fp32", ["algorithm=dpsgd", "compression=identity", "optimizer.kind=qgm"]),
+            *_het("QGM (Choco-SGD), top-k 99 %", ["algorithm=choco", "compression=topk", "optimizer.kind=qgm"]),
+        ], seeds=(0, 1, 2), common=("epochs=10", "optimizer.milestones=[6,8]"),
+            columns=("mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "message_bytes",
+                     "bytes_sent_per_node")),
+        Result("deepsqueeze_digits", "docs/results/deepsqueeze.md", [
+            ("Deep-Squeeze, γ 0.003", ["algorithm=deepsqueeze", "algorithm.gamma=0.003"]),
+            ("Choco-SGD, default (γ 0.05)", ["algorithm=choco"]),
+        ], seeds=(0, 1, 2), common=("skew=0",), columns=("per_seed",)),
+        Result("defaults_marsit", "docs/results/defaults.md", [
+            ("`algorithm=psgd`", ["algorithm=psgd"]),
+            ("`algorithm=marsit` (momentum 0, K = 0)", ["algorithm=marsit"]),
+            ("`algorithm=marsit marsit.K=30` (momentum 0)", ["algorithm=marsit", "marsit.K=30"]),
+        ], seeds=(0, 1, 2), columns=("per_seed",)),
+        Result("edge_list_defaults", "docs/results/defaults.md", [
+            *_edge_list("5-ring + chord 0→2 (README example)", "ring5_chord.txt", 5),
+            *_edge_list("6-ring + chords 0→3, 2→5, 4→1", "ring6_chords.txt", 6),
+        ], seeds=(0, 1, 2), columns=("per_seed", "averaged_model_accuracy")),
+        Result("lowprec_digits", "docs/results/lowprec_digits.md", [
+            (f"skew {k}, {p}", [f"skew={k}", f"precision={p}"]) for k in ("0", "0.8") for p in ("fp32", "int8")
+        ], seeds=(0, 1, 2), columns=("per_seed", "averaged_model_accuracy", "bytes_sent_per_node")),
+        Result("marsit_sgd", "docs/results/marsit.md", [
+            *_MARSIT_CELLS,
+            ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
+        ], seeds=(0, 1, 2), common=tuple(_MARSIT_IID), columns=("per_seed", "message_bytes", "bytes_sent_per_node")),
+        Result("marsit_skew", "docs/results/marsit.md", [
+            *[(f"{label}, skew {k}", [*o, f"skew={k}"]) for label, o in _MARSIT_CELLS for k in ("0", "0.8")],
+            *[(f"Marsit, K = 0 (η_s 0.005), skew {k}", [*_MARSIT_CELLS[1][1], f"skew={k}"]) for k in ("0.4", "0.6")],
+        ], common=("nodes=8", "topology=ring", "optimizer.momentum=0"), columns=("per_seed",)),
+        Result("defaults_qgm", "docs/results/defaults.md", [
+            ("`optimizer.kind=qgm` (default γ 0.005)", ["optimizer.kind=qgm"]),
+            ("Choco + local Nesterov momentum (γ 0.05)", []),
+        ], seeds=(0, 1, 2, 3, 4), columns=("per_seed",)),
+        Result("lowprec_dense", "docs/results/lowprec_digits.md", [
+            (f"skew {k}, {p}", [f"skew={k}", f"precision={p}"]) for k in ("0", "0.8") for p in ("fp32", "int8")
+        ], seeds=(0, 1, 2), common=("compression=identity",),
+            columns=("per_seed", "averaged_model_accuracy", "bytes_sent_per_node")),
     ]
 }
 
 
-def run_cells(result: Result, out_dir: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Every cell × seed of ``result``: label → the runs' summaries."""
+def run_one(result: Result, index: int, seed: int, out: str, cache: str | None = None) -> dict[str, Any] | None:
+    """One cell × seed of ``result``: the run's summary, or None if it diverged.
+
+    With ``cache`` (a folder) a run whose summary is already there is not rerun (resume an
+    interrupted regeneration; delete the folder after a code change)."""
+    key = Path(cache) / f"{result.name}-{index}-s{seed}.json" if cache else None
+    if key is not None and key.exists():
+        return json.loads(key.read_text(encoding="utf-8"))
+    overrides = [*PINNED, *result.common, *result.cells[index][1]]     # a cell may set sim.chunk itself
+    cfg = load_config(None, [*overrides, f"seed={seed}", f"out_dir={out}", f"name={result.name}-{index}-s{seed}"])
+    try:
+        summary, _ = train(cfg, quiet=True)
+    except TrainingError as e:
+        if "diverged" not in str(e):
+            raise
+        summary = None
+    if key is not None:
+        key.parent.mkdir(parents=True, exist_ok=True)
+        key.write_text(json.dumps(summary), encoding="utf-8")
+    return summary
+
+
+def run_cells(result: Result, out_dir: str | None = None,
+              only: list[int] | None = None, cache: str | None = None) -> dict[str, list[dict[str, Any] | None]]:
+    """Every cell × seed of ``result`` (or the cells ``only``): label → the runs' summaries."""
     out = out_dir or tempfile.mkdtemp(prefix=f"d8-{result.name}-")
-    summaries: dict[str, list[dict[str, Any]]] = {}
-    for i, (label, overrides) in enumerate(result.cells):
-        for seed in result.seeds:
-            cfg = load_config(None, [*overrides, f"seed={seed}", *PINNED, f"out_dir={out}", f"name={result.name}-{i}-s{seed}"])
-            summary, _ = train(cfg, quiet=True)
-            summaries.setdefault(label, []).append(summary)
+    summaries: dict[str, list[dict[str, Any] | None]] = {}
+    for i, (label, _) in enumerate(result.cells):
+        if only is not None and i not in only:
+            continue
+        summaries[label] = [run_one(result, i, seed, out, cache) for seed in result.seeds]
     return summaries
 
 
-def render(result: Result, summaries: dict[str, list[dict[str, Any]]]) -> str:
+def _values(runs: list[dict[str, Any] | None], key: str) -> list[float | None]:
+    return [None if r is None else float(r[key]) for r in runs]
+
+
+def _row_cells(result: Result, runs: list[dict[str, Any] | None]) -> list[str]:
+    cells: list[str] = []
+    for c in result.columns:
+        if c == "per_seed":
+            xs = _values(runs, result.per_seed_metric)
+            cells += ["diverged" if x is None else f"{100 * x:.2f}" for x in xs]
+            if len(xs) > 1:
+                cells.append(_acc(xs))
+        else:
+            cells.append(FORMAT[c][1](_values(runs, c)))
+    return cells
+
+
+def _header(result: Result) -> list[str]:
+    names: list[str] = []
+    for c in result.columns:
+        if c == "per_seed":
+            metric = FORMAT[result.per_seed_metric][0]
+            names += [f"seed {s}" for s in result.seeds] if len(result.seeds) > 1 else [f"{metric} (%)"]
+            if len(result.seeds) > 1:
+                names.append(f"{metric}: mean ± std")
+        else:
+            names.append(FORMAT[c][0])
+    return names
+
+
+def render_row(result: Result, label: str, runs: list[dict[str, Any] | None]) -> str:
+    """One row of the table (what a cheap test reruns)."""
+    return f"| {label} | " + " | ".join(_row_cells(result, runs)) + " |"
+
+
+def render(result: Result, summaries: dict[str, list[dict[str, Any] | None]]) -> str:
     """The markdown table written between the markers."""
     seeds = ", ".join(map(str, result.seeds))
-    lines = [f"| run ({'seed' if len(result.seeds) == 1 else 'seeds'} {seeds}) | "
-             + " | ".join(FORMAT[c][0] for c in result.columns) + " |",
-             "| --- |" + " --- |" * len(result.columns)]
-    for label, runs in summaries.items():
-        cells = [FORMAT[c][1]([float(r[c]) for r in runs]) for c in result.columns]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    names = _header(result)
+    lines = [f"| run ({'seed' if len(result.seeds) == 1 else 'seeds'} {seeds}) | " + " | ".join(names) + " |",
+             "| --- |" + " --- |" * len(names)]
+    lines += [render_row(result, label, runs) for label, runs in summaries.items()]
+    setting = "; every run: `" + " ".join(result.common) + "`" if result.common else ""
+    chunk = ("sim.chunk as in each row" if any(o.startswith("sim.chunk=") for _, c in result.cells for o in c)
+             else PINNED[0])
     note = (f"\n\n(`python -m decent8.experiments.regenerate {result.name}`; mean ± sample std over seeds, "
-            f"{', '.join(PINNED[:1])})" if len(result.seeds) > 1 else
-            f"\n\n(`python -m decent8.experiments.regenerate {result.name}`, {PINNED[0]})")
+            f"{chunk}{setting})" if len(result.seeds) > 1 else
+            f"\n\n(`python -m decent8.experiments.regenerate {result.name}`, {chunk}{setting})")
     return "\n".join(lines) + note
 
 
@@ -108,6 +269,19 @@ def documented(result: Result) -> str | None:
     """The text between the markers of ``result`` in its document (None if the markers are missing)."""
     m = _pattern(result.name).search((REPO / result.doc).read_text(encoding="utf-8"))
     return m.group(2).strip("\n") if m else None
+
+
+def documented_cell(result: Result, label: str, column: str, text: str | None = None) -> str | None:
+    """One cell of the documented table (row ``label``, header ``column``), or None if absent.
+    ``text``: a rendered table instead of the document's."""
+    table = documented(result) if text is None else text
+    if table is None:
+        return None
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table.splitlines() if line.startswith("|")]
+    if not rows or column not in rows[0]:
+        return None
+    j = rows[0].index(column)
+    return next((row[j] for row in rows[2:] if row[0] == label and len(row) > j), None)
 
 
 def write(result: Result, table: str) -> None:
@@ -125,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help=f"tables to regenerate (default: all of {', '.join(RESULTS)})")
     ap.add_argument("--check", action="store_true", help="compare with the documents, write nothing; exit 1 if stale")
+    ap.add_argument("--print", dest="print_only", action="store_true", help="print the tables, write nothing")
+    ap.add_argument("--cache", metavar="DIR", help="keep each run's summary here and reuse it (resume)")
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in RESULTS]
     if unknown:
@@ -133,8 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     stale = 0
     for name in args.names or list(RESULTS):
         result = RESULTS[name]
-        table = render(result, run_cells(result))
-        if args.check:
+        table = render(result, run_cells(result, cache=args.cache))
+        if args.print_only:
+            print(f"<!-- results:{name} -->\n{table}\n<!-- /results:{name} -->", flush=True)
+        elif args.check:
             same = documented(result) == table
             stale += not same
             print(f"{name}: {'up to date' if same else 'STALE'} ({result.doc})")
