@@ -141,7 +141,7 @@ RESULTS: dict[str, Result] = {
             *_het("gradient tracking, BEER top-k 99 %, lr 0.01, γ 0.05",
                   ["algorithm=gt", "compression=topk", "optimizer.lr=0.01"]),
             *_het("QGM (D-PSGD), fp32", ["algorithm=dpsgd", "compression=identity", "optimizer.kind=qgm"]),
-            *_het("QGM (Choco-SGD), top-k 99 %", ["algorithm=choco", "compression=topk", "optimizer.kind=qgm"]),
+            *_het("QGM (Choco-SGD), top-k 99 % (γ 0.005)", ["algorithm=choco", "compression=topk", "optimizer.kind=qgm"]),
         ], seeds=(0, 1, 2), common=("epochs=10", "optimizer.milestones=[6,8]"),
             columns=("mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "message_bytes",
                      "bytes_sent_per_node")),
