@@ -9,7 +9,9 @@ from decent8.experiments.regenerate import (RESULTS, Result, documented, documen
 
 def test_every_documented_table_has_its_markers():
     for result in RESULTS.values():
-        assert documented(result) is not None, f"{result.doc} lacks <!-- results:{result.name} --> markers"
+        table = documented(result)
+        assert table is not None, f"{result.doc} lacks <!-- results:{result.name} --> markers"
+        assert table.startswith("| run (") and f"regenerate {result.name}`" in table, f"{result.name}: not generated"
 
 
 def test_rendering_per_seed_columns_and_diverged_runs():

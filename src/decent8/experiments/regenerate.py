@@ -98,6 +98,7 @@ FORMAT: dict[str, tuple[str, Callable[[list[float | None]], str]]] = {
     "message_bytes": ("message B / step", _count),
 }
 
+
 def _het(label: str, overrides: list[str]) -> list[tuple[str, list[str]]]:
     return [(f"{label}, skew {k}", [*overrides, f"skew={k}"]) for k in ("0.9", "1.0")]
 
