@@ -163,8 +163,9 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
 def default_lr(push_sum: bool, gamma: float) -> float:
     """Learning rate when ``optimizer.lr`` is null (and the data set sets none): 0.1, the
     digits main job's; 0.05 under push-sum with compressed gossip (γ < 1), where lr 0.1
-    makes the compressed numerators and the exactly mixed weights ω drift apart fast
-    enough to diverge at γ 0.02 on a 5-node digraph (see :func:`default_gamma`)."""
+    with γ 0.02 fell to 56 % on a 5-node digraph at one chunk size (likely cause: the
+    compressed numerators and the exactly mixed weights ω drift apart; see
+    :func:`default_gamma` and docs/results/defaults.md)."""
     return 0.05 if push_sum and gamma < 1.0 else 0.1
 
 
