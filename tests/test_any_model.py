@@ -86,6 +86,7 @@ def test_user_module_per_node_forward_batchnorm_and_dropout(chunk):
     assert not torch.allclose(outs[0], outs[1])
 
 
+@pytest.mark.slow   # > 20 s on the 2-core CI machine under load
 def test_parameters_after_20_steps_do_not_depend_on_chunk(tmp_path):
     """The math is the same whatever c is (a deterministic model: no dropout)."""
     x = torch.randn(256, 1, 8, 8)

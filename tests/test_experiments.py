@@ -199,6 +199,7 @@ def test_tiny_preset_sweep_skips_resumes_and_reports(tmp_path, capsys):
     assert (sweep / "report.md").read_text().startswith("# Tiny digits table")
 
 
+@pytest.mark.slow   # > 20 s on the 2-core CI machine under load
 def test_parallel_jobs_run_cells_in_subprocesses(tmp_path, capsys):
     code = main(["sweep", "skew=0,0.9", "epochs=1", "nodes=4", "model.width=4", "device=cpu",
                  "algorithm.consensus_rounds=1", f"out_dir={tmp_path}", "--name", "p", "--jobs", "2", "--quiet"])
