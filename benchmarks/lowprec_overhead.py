@@ -3,7 +3,7 @@
 One training step = the stacked forward + backward of ``StackedModel.loss_and_grad``
 for k nodes at once (the part of a gossip step that low precision changes; the
 gossip itself is timed by the compression benchmarks). Prints, for k = 1 and k = 8,
-the median step time of each precision and their ratio (target ≤ 1.5×), then, with
+the median step time of each precision and their ratio (issue 14's target: ≤ 1.2×), then, with
 ``--profile``, the operators that dominate the int8 step.
 
     python benchmarks/lowprec_overhead.py                 # table
