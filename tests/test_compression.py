@@ -127,6 +127,32 @@ def test_topk_keeps_largest(k: int, layout: ParamLayout, ratio: float) -> None:
         assert ((y[:, o:e] != 0).sum(1) == keep_count(n, ratio)).all()
 
 
+# slots of size 30 and 3 (evenly spaced: strided views), 40 (unevenly spaced: a gather), 7 (alone)
+GROUPED = ParamLayout([("a", (30,)), ("s", (3,)), ("b", (30,)), ("t", (3,)), ("c", (30,)), ("d", (40,)),
+                       ("e", (2, 20)), ("f", (7,)), ("g", (40,))])
+
+
+@pytest.mark.parametrize("ratio", [0.9, 0.5, 0.0])
+def test_topk_grouped_selection_matches_per_layer_loop(ratio: float) -> None:
+    """The selection runs once per distinct slot size (strided view or gather); the payload
+    still lists slot after slot, each slot's kept entries are its k_l largest by magnitude,
+    with ties (rounded data) kept to exactly k_l per slot."""
+    comp = TopKCompressor(GROUPED, ratio)
+    assert sorted(n for n, _, _ in comp.size_groups) == [3, 7, 30, 40]
+    for x in (data(4, GROUPED, seed=3), (2 * data(4, GROUPED, seed=4)).round()):
+        p = comp.encode(x)
+        local = p.tensors["indices"].to(torch.int64) + 32768
+        for li, (slot, c, start) in enumerate(zip(GROUPED, comp.keep, comp.kept_starts)):
+            idx = local[:, start:start + c]
+            assert ((idx >= 0) & (idx < slot.numel)).all() and all(row.unique().numel() == c for row in idx)
+            xs = x[:, slot.offset:slot.end]
+            assert torch.equal(p.tensors["values"][:, start:start + c], xs.gather(1, idx))
+            kth = xs.abs().sort(dim=1, descending=True).values[:, c - 1:c]   # k_l-th largest magnitude
+            assert (xs.gather(1, idx).abs() >= kth).all()
+        if x.frac().abs().sum() > 0:  # no ties: equal to the reference
+            assert np.array_equal(comp.decode(p).numpy(), topk_reference(x.numpy(), GROUPED, ratio))
+
+
 def test_topk_int16_indices_roundtrip_full_range() -> None:
     layout = ParamLayout([("a", (65536,))])
     x = torch.zeros(2, 65536)

@@ -85,6 +85,40 @@ def test_stochastic_rounding_unbiased():
     assert draws.unique().numel() <= 256
 
 
+def _reference_quantize(x, mn, mx, bits, u=None):
+    """SPEC §5 written out: round(clamp((x − min)/scale + u, 0, 2^b − 1))·scale + min."""
+    scale = _scale(mn, mx, bits)
+    y = (x - mn) / scale + (0 if u is None else u)
+    return torch.round(torch.clamp(y, 0, 2**bits - 1)) * scale + mn
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "permuted"])
+def test_fake_quantize_matches_the_written_out_formula(layout):
+    """The in-place fast path equals the textbook formula: exactly when deterministic; with
+    the same dither u = (h + ½)/2^16 (h: the int16 codes of the same generator draw) it
+    picks the same level everywhere but at float-rounding ties, and never more than one step
+    away. Repeated calls reuse the work buffers without changing the results."""
+    from decent8.quant.quantizer import dither_like
+
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 5, 40, generator=g) * 3 + 1
+    if layout == "permuted":
+        x = x.permute(2, 0, 1)                                   # a dense, non-contiguous view
+    mn, mx = torch.tensor(-2.0), torch.tensor(4.5)
+    scale = _scale(mn, mx, 8)
+    assert torch.equal(fake_quantize(x, mn, mx, 8), _reference_quantize(x, mn, mx, 8))
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        got = fake_quantize(x, mn, mx, 8, stochastic=True)
+        torch.manual_seed(seed)
+        h = dither_like(x)                                       # the same draws, fresh memory
+        assert h.dtype == torch.int16 and int(h.min()) < -16000 and int(h.max()) > 16000
+        ref = _reference_quantize(x, mn, mx, 8, (h.float() + 0.5) / 65536)
+        assert got.stride() == x.stride()
+        assert ((got - ref).abs() <= scale * 1.001).all()
+        assert (got != ref).float().mean() < 1e-3
+
+
 def test_ste_passes_gradient_unchanged():
     x = torch.randn(5, 7, 3, requires_grad=True)              # one node's activations [b, ...]
     mn, mx = sample_mean_range(x)

@@ -33,10 +33,10 @@ class RandomKCompressor(SparseCompressor):
         K = self.num_kept
         return {"values": ((K,), torch.float32), "indices": ((K,), self.index_dtype)}
 
-    def _select(self, xs: torch.Tensor, slot_index: int, keys: torch.Tensor | None) -> torch.Tensor:
+    def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
         # The k_l largest of i.i.d. uniform keys: a uniform subset without replacement.
-        slot = self.layout.slots[slot_index]
-        return torch.topk(keys[:, slot.offset : slot.end], self.keep[slot_index], dim=1, sorted=False).indices
+        assert keys is not None
+        return keys
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)

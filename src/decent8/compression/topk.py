@@ -81,7 +81,7 @@ def resolve_index_dtype(layout: ParamLayout, index_dtype: str) -> torch.dtype:
 class SparseCompressor(Compressor):
     """Common part of top-k and random-k: per-slot keep counts, index encoding, decode.
 
-    Subclasses implement :meth:`_select` (local indices ``[k, k_l]`` per slot).
+    Subclasses implement :meth:`_scores` (each slot keeps its ``k_l`` highest-scoring entries).
     """
 
     def __init__(self, layout: ParamLayout, ratio: float, index_dtype: str = "auto") -> None:
@@ -95,6 +95,8 @@ class SparseCompressor(Compressor):
         #: Position in the ``[K]`` payload where each slot's kept entries start.
         self.kept_starts: list[int] = starts[:-1]
         self.index_dtype: torch.dtype = resolve_index_dtype(layout, index_dtype)
+        #: ``(n, k_n, slots)`` per distinct slot size: the unit of the batched selection.
+        self.size_groups: list[tuple[int, int, list[int]]] = self._size_groups()
 
     # -- constant index tensors (cached per device) ---------------------------------
 
@@ -117,9 +119,44 @@ class SparseCompressor(Compressor):
         )
 
     # -- selection ----------------------------------------------------------------------
+    #
+    # Slots of equal size have equal keep counts, so the selection runs once per distinct
+    # slot size on a [k, G, n] view of the G slots of that size (a strided view when their
+    # offsets are evenly spaced, else one gather) — a handful of batched top-k calls
+    # instead of one per layer. The payload order is unchanged: slot l's entries sit at
+    # positions kept_starts[l] … kept_starts[l] + k_l − 1.
 
-    def _select(self, x: torch.Tensor, slot_index: int, keys: torch.Tensor | None) -> torch.Tensor:
+    def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
+        """``[k, d]``: each slot keeps the ``k_l`` entries of largest score."""
         raise NotImplementedError
+
+    def _size_groups(self) -> list[tuple[int, int, list[int]]]:
+        """``(n, k_n, slots)`` for every distinct slot size n with something to keep."""
+        groups: dict[int, list[int]] = {}
+        for li, (n, c) in enumerate(zip(self.layout.numels, self.keep)):
+            if c > 0:
+                groups.setdefault(n, []).append(li)
+        return [(n, self.keep[slots[0]], slots) for n, slots in groups.items()]
+
+    def _group_view(self, t: torch.Tensor, n: int, slots: list[int]) -> torch.Tensor:
+        """``[k, G, n]``: the G slots' columns of ``t[k, d]`` (a view when evenly spaced)."""
+        offsets = [self.layout.slots[li].offset for li in slots]
+        step = offsets[1] - offsets[0] if len(offsets) > 1 else n
+        if t.stride(1) == 1 and step >= n and all(b - a == step for a, b in zip(offsets, offsets[1:])):
+            return t.as_strided((t.shape[0], len(slots), n), (t.stride(0), step, 1), t.storage_offset() + offsets[0])
+        cols = self._device_cached(
+            f"group_cols_{n}", t.device,
+            lambda dev: (torch.tensor(offsets, device=dev).unsqueeze(1) + torch.arange(n, device=dev)).reshape(-1))
+        return t.index_select(1, cols).view(t.shape[0], len(slots), n)
+
+    def _group_positions(self, n: int, c: int, slots: list[int], device: torch.device) -> torch.Tensor | slice:
+        """Where the group's ``[G, c]`` kept entries go in the ``[K]`` payload."""
+        starts = [self.kept_starts[li] for li in slots]
+        if all(b - a == c for a, b in zip(starts, starts[1:])):
+            return slice(starts[0], starts[0] + c * len(slots))
+        return self._device_cached(
+            f"group_pos_{n}", device,
+            lambda dev: (torch.tensor(starts, device=dev).unsqueeze(1) + torch.arange(c, device=dev)).reshape(-1))
 
     def _gather(self, x: torch.Tensor, keys: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Kept values (float32 ``[k, K]``) and local indices (int64 ``[k, K]``)."""
@@ -127,16 +164,18 @@ class SparseCompressor(Compressor):
         dev = x.device
         values = torch.empty(k, self.num_kept, dtype=torch.float32, device=dev)
         local = torch.empty(k, self.num_kept, dtype=torch.int64, device=dev)
-        for li, (slot, c, start) in enumerate(zip(self.layout, self.keep, self.kept_starts)):
-            if c == 0:
-                continue
-            xs = x[:, slot.offset : slot.end]
-            if c == slot.numel:  # nothing dropped
-                idx = torch.arange(c, device=dev).expand(k, c)
+        scores = None
+        for n, c, slots in self.size_groups:
+            xs = self._group_view(x, n, slots)
+            if c == n:  # nothing dropped
+                idx = torch.arange(n, device=dev).expand(k, len(slots), n)
             else:
-                idx = self._select(xs, li, keys)
-            local[:, start : start + c] = idx
-            values[:, start : start + c] = xs.gather(1, idx)
+                if scores is None:
+                    scores = self._scores(x, keys)
+                idx = torch.topk(self._group_view(scores, n, slots), c, dim=2, sorted=False).indices
+            pos = self._group_positions(n, c, slots, dev)
+            local[:, pos] = idx.reshape(k, -1)
+            values[:, pos] = xs.gather(2, idx).reshape(k, -1)
         return values, local
 
     def check_received(self, payload: Payload) -> str | None:
@@ -199,8 +238,8 @@ class TopKCompressor(SparseCompressor):
             "zero": ((L,), torch.float32),
         }
 
-    def _select(self, xs: torch.Tensor, slot_index: int, keys: torch.Tensor | None) -> torch.Tensor:
-        return torch.topk(xs.abs(), self.keep[slot_index], dim=1, sorted=False).indices
+    def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
+        return x.abs()
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)

@@ -22,13 +22,15 @@ Autograd: :func:`quantize_ste` is straight-through (the gradient passes unchange
 backward (whole-tensor range per node, stochastic rounding by default) — the
 8-bit gradient quantizer of the low-precision layers.
 
-The stochastic dither uses 15 random bits per element, drawn as int64 words from the
-tensor's device generator (four elements per 63-bit word): about 4× cheaper than
-``torch.rand`` on CPU, symmetric around 0 with resolution 2^-15, so the rounding
-bias is at most 2^-16 of a step.
+The stochastic dither uses 16 random bits per element, drawn as full-range int64
+words from the tensor's device generator (four elements per word) and read as int16
+codes h: ``(h + ½)/2^16`` is symmetric around 0 in (−½, ½) with resolution 2^-16, so
+the rounding bias is at most 2^-17 of a step; about 4× cheaper than ``torch.rand``
+on CPU. The work buffers for the codes are reused between calls (:class:`_Scratch`).
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -39,7 +41,7 @@ from ..errors import ConfigError
 MIN_SCALE = 1e-8
 #: Allowed bit widths of the fake quantizer.
 MIN_BITS, MAX_BITS = 2, 16
-_DITHER_LEVELS = 32768  # 15 random bits per element
+_DITHER_LEVELS = 65536  # 16 random bits per element
 
 
 def check_bits(bits: object, option: str = "quant.bits") -> int:
@@ -120,16 +122,52 @@ def _is_dense(x: torch.Tensor) -> bool:
     return True
 
 
-def dither_like(x: torch.Tensor) -> torch.Tensor:
-    """Integer dither codes ``h`` in ``[0, 2^15)`` shaped like ``x`` (int16, in ``x``'s
-    memory order when ``x`` is a permuted view), from the global generator of ``x``'s
-    device; ``(h + ½)/2^15 − ½`` is U(−½, ½) to 2^-15."""
-    n = x.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # [0, 2^63)
-    flat = words.view(torch.int16)[:n].bitwise_and_(_DITHER_LEVELS - 1)
+class _Scratch(threading.local):
+    """Grow-only work buffers, one set per thread and device, reused by every call.
+
+    The dither and its float copy are temporaries as large as the tensor being
+    quantized; allocating them afresh each call made the allocator hand the pages
+    back to the OS and fault them in again (several × the arithmetic on CPU). The
+    buffers grow to the largest tensor quantized so far and are kept.
+    """
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}
+
+    def get(self, slot: str, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A 1-D tensor of ``n`` elements (contents undefined) in buffer ``slot``."""
+        key = (slot, dtype, device)
+        buf = self.buffers.get(key)
+        if buf is None or buf.numel() < n:
+            buf = torch.empty(max(n, 2 * buf.numel() if buf is not None else 0), dtype=dtype, device=device)
+            self.buffers[key] = buf
+        return buf[:n]
+
+
+_SCRATCH = _Scratch()
+
+
+def _shaped_like(flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``flat`` (``x.numel()`` elements) viewed with ``x``'s shape, in ``x``'s memory order
+    when ``x`` is a dense permuted view."""
     if not x.is_contiguous() and _is_dense(x):
         return flat.as_strided(x.shape, x.stride())
     return flat.view(x.shape)
+
+
+def dither_like(x: torch.Tensor, scratch: bool = False) -> torch.Tensor:
+    """Integer dither codes ``h`` in ``[−2^15, 2^15)`` shaped like ``x`` (int16, in ``x``'s
+    memory order when ``x`` is a permuted view), from the global generator of ``x``'s
+    device; ``(h + ½)/2^16`` is U(−½, ½) to 2^-16. ``scratch=True``: the codes live in
+    a reused work buffer, valid until the next quantizer call."""
+    n = x.numel()
+    nwords = (n + 3) // 4
+    if scratch:
+        words = _SCRATCH.get("words", nwords, torch.int64, x.device)
+    else:
+        words = torch.empty(nwords, dtype=torch.int64, device=x.device)
+    flat = words.random_(-(1 << 63), None).view(torch.int16)[:n]  # 64 random bits → four 16-bit codes
+    return _shaped_like(flat, x)
 
 
 def fake_quantize(
@@ -142,21 +180,27 @@ def fake_quantize(
     """Q_b(x) over ``[mn, mx]`` (tensors broadcastable against ``x``), no autograd.
 
     Returns a new tensor of ``x``'s dtype (and memory layout) holding the dequantized
-    values ``q · scale + mn``.
+    values ``q · scale + mn``. Every pass after the first works in place on that
+    tensor; the dither and its float copy use reused work buffers (:class:`_Scratch`).
     """
     levels = num_levels(bits)
     with torch.no_grad():
-        mn = mn.to(x.dtype)
-        scale = ((mx.to(x.dtype) - mn) / levels).clamp_min(MIN_SCALE)
+        if mn.dtype != x.dtype:
+            mn = mn.to(x.dtype)
+        if mx.dtype != x.dtype:
+            mx = mx.to(x.dtype)
+        scale = torch.sub(mx, mn).div_(levels).clamp_min_(MIN_SCALE)
         if stochastic:
-            # (x − mn)/scale + (h + ½)/2^15 − ½  =  (x − shift)/scale + h/2^15
-            shift = mn + scale * (0.5 - 0.5 / _DITHER_LEVELS)
+            # (x − mn)/scale + (h + ½)/2^16  =  (x − shift)/scale + h/2^16
+            shift = torch.add(mn, scale, alpha=-0.5 / _DITHER_LEVELS)
             y = torch.sub(x, shift).div_(scale)
-            y.add_(dither_like(y), alpha=1.0 / _DITHER_LEVELS)
+            h = dither_like(y, scratch=True)
+            hf = _shaped_like(_SCRATCH.get("dither", y.numel(), y.dtype, y.device), y).copy_(h)
+            y.add_(hf, alpha=1.0 / _DITHER_LEVELS)
         else:
             y = torch.sub(x, mn).div_(scale)
         y.clamp_(0, levels).round_()
-        return y.mul_(scale).add_(mn)
+        return y.mul_(scale).add_(mn)  # (addcmul with scalar tensors is ~4x slower on CPU)
 
 
 def node_minmax(x: torch.Tensor, node_dim: int | None = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,7 +212,7 @@ def node_minmax(x: torch.Tensor, node_dim: int | None = 0) -> tuple[torch.Tensor
     the tensor.
     """
     if node_dim is None:
-        return x.amin(), x.amax()
+        return torch.aminmax(x)
     dims = sorted((d for d in range(x.dim()) if d != node_dim), key=lambda d: (x.stride(d), d))
     inner, expected = [], 1
     for d in dims:
@@ -207,6 +251,26 @@ def _front(t: torch.Tensor, bdim: int | None, size: int, like_dim: int | None = 
     return t
 
 
+def _plain_twin(fn: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """The same autograd function in the classic ``forward(ctx, ...)`` style, for calls
+    outside ``torch.func`` transforms: ``Function.apply`` binds the arguments with
+    ``inspect.signature`` for the ``setup_context`` style that functorch needs, which
+    cost ~30 µs per call — more than quantizing a small weight tensor."""
+
+    def forward(ctx, *args):  # type: ignore[no-untyped-def]
+        out = fn.forward(*args)
+        fn.setup_context(ctx, args, out)
+        return out
+
+    return type(fn.__name__ + "Plain", (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(fn.backward)})
+
+
+def _apply(fn: type[torch.autograd.Function], plain: type[torch.autograd.Function], *args):  # type: ignore[no-untyped-def]
+    """``fn.apply(*args)`` (functorch-aware) inside ``torch.func`` transforms, ``plain.apply`` outside."""
+    return (fn if torch._C._are_functorch_transforms_active() else plain).apply(*args)
+
+
 class _FakeQuantSTE(torch.autograd.Function):
     """Q_b(x) over ``[mn, mx]``, straight-through backward; vmap: one call on the chunk."""
 
@@ -232,14 +296,17 @@ class _FakeQuantSTE(torch.autograd.Function):
             x = x.movedim(bx, 0)
         mn = _front(mn, bmn, info.batch_size, per_model)
         mx = _front(mx, bmx, info.batch_size, per_model)
-        return _FakeQuantSTE.apply(x, mn, mx, bits, stochastic), 0
+        return _apply(_FakeQuantSTE, _FakeQuantSTEPlain, x, mn, mx, bits, stochastic), 0
+
+
+_FakeQuantSTEPlain = _plain_twin(_FakeQuantSTE)
 
 
 def quantize_ste(
     x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, bits: int = 8, stochastic: bool = False
 ) -> torch.Tensor:
     """Q_b(x) over ``[mn, mx]`` with a straight-through (identity) backward."""
-    return _FakeQuantSTE.apply(x, mn.detach(), mx.detach(), bits, stochastic)
+    return _apply(_FakeQuantSTE, _FakeQuantSTEPlain, x, mn.detach(), mx.detach(), bits, stochastic)
 
 
 class _QuantizeWhole(torch.autograd.Function):
@@ -261,8 +328,11 @@ class _QuantizeWhole(torch.autograd.Function):
     def vmap(info, in_dims, x, bits, stochastic, node_dim):  # type: ignore[override]
         bx = in_dims[0]
         if bx is None:
-            return _QuantizeWhole.apply(x, bits, stochastic, node_dim), None
-        return _QuantizeWhole.apply(x, bits, stochastic, bx), bx
+            return _apply(_QuantizeWhole, _QuantizeWholePlain, x, bits, stochastic, node_dim), None
+        return _apply(_QuantizeWhole, _QuantizeWholePlain, x, bits, stochastic, bx), bx
+
+
+_QuantizeWholePlain = _plain_twin(_QuantizeWhole)
 
 
 def quantize_tensor(x: torch.Tensor, bits: int = 8, stochastic: bool = False) -> torch.Tensor:
@@ -270,7 +340,7 @@ def quantize_tensor(x: torch.Tensor, bits: int = 8, stochastic: bool = False) ->
     (one range per node), deterministic rounding by default, straight-through backward."""
     if x.dim() == 0:
         return x
-    return _QuantizeWhole.apply(x, bits, stochastic, None)
+    return _apply(_QuantizeWhole, _QuantizeWholePlain, x, bits, stochastic, None)
 
 
 class _QuantizeGrad(torch.autograd.Function):
@@ -289,7 +359,10 @@ class _QuantizeGrad(torch.autograd.Function):
     @staticmethod
     def vmap(info, in_dims, x, bits, stochastic, node_dim):  # type: ignore[override]
         bx = in_dims[0]
-        return _QuantizeGrad.apply(x, bits, stochastic, node_dim if bx is None else bx), bx
+        return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim if bx is None else bx), bx
+
+
+_QuantizeGradPlain = _plain_twin(_QuantizeGrad)
 
 
 def _requires_grad(x: torch.Tensor) -> bool:
@@ -306,7 +379,7 @@ def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True) -> to
     with the node's whole-tensor range (stochastic rounding by default)."""
     if not torch.is_grad_enabled() or not _requires_grad(x):
         return x
-    return _QuantizeGrad.apply(x, bits, stochastic, None)
+    return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, None)
 
 
 __all__ = [
