@@ -41,6 +41,8 @@ from decent8.models.execution import choose_chunk  # noqa: E402
 
 #: model → (input shape, batch per node)
 MODELS = {"resnet20": ((3, 32, 32), 32), "vgg11": ((3, 32, 32), 32), "cnn": ((1, 8, 8), 16), "mlp": ((1, 8, 8), 16)}
+#: model → a data set of that input shape (the distributed column builds a real run's model)
+DATASETS = {"resnet20": "cifar10", "vgg11": "cifar10", "cnn": "digits", "mlp": "digits"}
 DEFAULT_CASES = ["resnet20:1", "resnet20:8", "resnet20:32", "vgg11:8", "cnn:8", "cnn:64", "cnn:256", "mlp:256"]
 
 
@@ -118,7 +120,8 @@ sys.path.insert(0, {str(REPO / 'src')!r})
 from decent8.config import load_config
 from decent8.train.build import build
 from decent8.train.engine import Engine
-cfg = load_config(None, ["nodes={k}", "model={model}", "backend=distributed", "device=cpu", "data.name=digits"])
+cfg = load_config(None, ["nodes={k}", "model={model}", "backend=distributed", "device=cpu",
+                        "data.name={DATASETS[model]}", "progress=false"])
 c = build(cfg)
 sm = c.model
 shape, b = {MODELS[model]!r}

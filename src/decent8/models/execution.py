@@ -226,6 +226,7 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
         timings: dict[str, float] = {}
         unsupported = ""
         full_buffers = model.buffers
+        clock = step_clock(params.device)
         for c in candidates(k, limit):
             # k/c identical chunks: timing m = max(c, SAMPLE_NODES) nodes and scaling by k/m
             # gives the k-node time without running the small chunks over all k nodes
@@ -235,7 +236,7 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
             try:
                 model.loss_and_grad(p_m, x_m, y_m, chunk=c)  # warm-up
                 _sync(params)
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(steps):
                     model.loss_and_grad(p_m, x_m, y_m, chunk=c)
                 _sync(params)
@@ -248,7 +249,7 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
                 break
             finally:
                 model.buffers = full_buffers
-            timings[str(c)] = (time.perf_counter() - t0) / steps * (k / m)
+            timings[str(c)] = (clock() - t0) / steps * (k / m)
             best = min(timings.values())
             if timings[str(c)] > 2.0 * best and len(timings) >= 3:
                 break  # past the optimum and getting worse
@@ -279,6 +280,15 @@ def _restore(model: StackedModel, buffers: torch.Tensor | None, cpu_rng: torch.T
     torch.set_rng_state(cpu_rng)
     if cuda_rng is not None:
         torch.cuda.set_rng_state(cuda_rng, params.device)
+
+
+def step_clock(device: torch.device):
+    """The clock candidates are timed with: this process's CPU time on a CPU running one
+    thread (there it equals the wall time of an idle machine, and other jobs sharing the
+    cores do not distort it), else the wall clock."""
+    if device.type == "cpu" and torch.get_num_threads() == 1:
+        return time.process_time
+    return time.perf_counter
 
 
 def _sync(t: torch.Tensor) -> None:
