@@ -43,3 +43,14 @@ def test_auto_times_small_chunks_on_a_sample_of_nodes_and_scales_to_k(monkeypatc
     assert torch.equal(torch.get_rng_state(), rng)
     assert sm.chunk == choice.chunk and str(choice.chunk) in choice.seconds_per_step
 
+
+
+def test_saved_bytes_per_node_do_not_grow_with_the_node_count():
+    """The memory estimate is one node's: it must not count the storage of all k rows
+    that a saved row view shares (which capped auto's chunk at large k)."""
+    from decent8.models.execution import saved_bytes_per_node
+    per = {}
+    for k in (2, 256):
+        sm, params = _bn_model(k)
+        per[k] = saved_bytes_per_node(sm, params, torch.randn(k, 5, 8), torch.randint(0, 3, (k, 5)))
+    assert per[2] == per[256] > 0

@@ -96,8 +96,11 @@ def saved_bytes_per_node(model: StackedModel, params: torch.Tensor, x: Inputs, y
             total += t.untyped_storage().nbytes()
         return t
 
+    # one node's own copies: a saved row view of params[k, d] (or of the batch) would
+    # count the storage of all k nodes, and cap the chunk at large k for no reason
+    x1 = {n: v[:1].clone() for n, v in x.items()} if isinstance(x, dict) else x[:1].clone()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.loss_and_grad(params[:1], _rows(x, 1), y[:1], chunk=1)
+        model.loss_and_grad(params[:1].clone(), x1, y[:1].clone(), chunk=1)
     return total
 
 
