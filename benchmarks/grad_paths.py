@@ -5,11 +5,13 @@ forward, one autograd backward per chunk, one leaf per parameter tensor) against
 alternatives over the same chunk of k nodes, interleaved in rounds (median of process
 CPU time with one thread, else wall time), and checks that their gradients agree:
 
-* ``vmap_grad`` — ``vmap(grad_and_value(loss))``: the backward inside vmap too;
+* ``vmap_grad`` — ``vmap(grad_and_value(loss))`` over the per-tensor parameter rows:
+  the backward inside vmap too;
+* ``vmap_grad_flat`` — the same over each node's flat ``[d]`` row (unflattened inside);
 * ``one_leaf``  — one leaf ``[k, d]`` whose row views are the parameters (no per-tensor
   gradient copies, but autograd accumulates every view's gradient into it);
-* ``compiled``  — (``--compile``) ``torch.compile`` of ``vmap_grad``; its first call (the
-  compile time) is reported separately.
+* ``compiled``  — (``--compile``) ``torch.compile`` of ``vmap_grad_flat``; its first call
+  (the compile time) is reported separately.
 
     python benchmarks/grad_paths.py --cases cnn:8 cnn:64 mlp:256 [--compile]
 """
@@ -48,10 +50,15 @@ def main() -> None:
             return sm._loss_fn(sm.layout.unflatten(flat_row), xb, yb)
 
         vg = vmap(grad_and_value(f), randomness="different")
+        vg_named = vmap(grad_and_value(sm._loss_fn), randomness="different")
 
-        def vmap_grad():
+        def vmap_grad_flat():
             g, loss = vg(p, x, y)
             return loss, g
+
+        def vmap_grad():
+            g, loss = vg_named(sm.layout.unflatten(p), x, y)
+            return loss, torch.cat([g[slot.name].reshape(k, -1) for slot in sm.layout], 1)
 
         def one_leaf():
             leaf = p.detach().requires_grad_(True)
@@ -61,7 +68,7 @@ def main() -> None:
             return loss.detach(), g
 
         variants = {"autograd (used)": lambda: sm.loss_and_grad(p, x, y, chunk=k), "vmap_grad": vmap_grad,
-                    "one_leaf": one_leaf}
+                    "vmap_grad_flat": vmap_grad_flat, "one_leaf": one_leaf}
         compile_s = None
         if args.compile:
             cg = torch.compile(vg)
