@@ -99,7 +99,7 @@ def main() -> None:
     print(f"# decent8 {decent8.__version__}, torch {torch.__version__}, {device}, {torch.get_num_threads()} threads; "
           f"median of {args.rounds} rounds × {args.steps} steps; clock={clock}; memory={mem}")
     print("| model | n | params/node | chunk | 1 model, n×b samples (s) | n nodes (s) | ratio | peak memory (MiB) "
-          "| per node (KiB) | auto's timing (s) |")
+          "| per node (KiB) | chunk choice (s) |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for case in args.cases:
         cmd = [sys.executable, __file__, "--one", case, "--rounds", str(args.rounds), "--steps", str(args.steps),
