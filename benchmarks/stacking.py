@@ -9,7 +9,10 @@ interleaved in rounds in one process (the median over rounds is reported):
 * ``vmap``    — ``sim.chunk=k``: one ``torch.func.vmap`` call over all k nodes;
 * ``auto``    — the chunk that ``sim.chunk=auto`` chose (timed at start-up);
 * ``legacy``  — the node-batched layers this project used before (grouped convolutions,
-  batched matmuls), imported from git history (``--legacy-rev``), when available;
+  batched matmuls), imported from git history (``--legacy-rev``), when available, run by
+  today's engine, optimizer and Choco-SGD: only the model execution differs;
+* ``old pkg`` — the whole iteration of that old revision (its layers *and* its gossip:
+  Choco-SGD then kept its sums in float32, see docs/results/choco_numerics.md);
 * ``dist``    — (``--dist``) k processes of the distributed backend (gloo), the
   per-step wall time of ``decent8 train backend=distributed`` on random data.
 
@@ -38,6 +41,8 @@ from decent8.models.execution import choose_chunk  # noqa: E402
 
 #: model → (input shape, batch per node)
 MODELS = {"resnet20": ((3, 32, 32), 32), "vgg11": ((3, 32, 32), 32), "cnn": ((1, 8, 8), 16), "mlp": ((1, 8, 8), 16)}
+#: model → a data set of that input shape (the distributed column builds a real run's model)
+DATASETS = {"resnet20": "cifar10", "vgg11": "cifar10", "cnn": "digits", "mlp": "digits"}
 DEFAULT_CASES = ["resnet20:1", "resnet20:8", "resnet20:32", "vgg11:8", "cnn:8", "cnn:64", "cnn:256", "mlp:256"]
 
 
@@ -58,16 +63,19 @@ def legacy_package(rev: str) -> object | None:
         return None
 
 
-def make_engine(pkg_name: str, model: str, k: int, precision: str, device: torch.device):
-    """An Engine of package ``pkg_name`` (decent8 or decent8_legacy): Choco 99 % top-k on a directed ring."""
+def make_engine(pkg_name: str, model: str, k: int, precision: str, device: torch.device,
+                layers_pkg: str | None = None):
+    """An Engine of package ``pkg_name`` (decent8 or decent8_legacy): Choco 99 % top-k on a
+    directed ring; the model (layers and StackedModel) from ``layers_pkg`` (default: the same)."""
     m = lambda sub: importlib.import_module(f"{pkg_name}.{sub}")  # noqa: E731
+    ml = lambda sub: importlib.import_module(f"{layers_pkg or pkg_name}.{sub}")  # noqa: E731
     shape, _ = MODELS[model]
     kw = {}
     if precision == "int8":
-        kw = {"precision": "int8", "quant": m("quant.quantizer").QuantSpec()}
-    module = m("models").make_model(model, shape, 10, **kw)
-    m("models").init_parameters(module, 0)
-    sm = m("models").StackedModel(module, device, nodes=k)
+        kw = {"precision": "int8", "quant": ml("quant.quantizer").QuantSpec()}
+    module = ml("models").make_model(model, shape, 10, **kw)
+    ml("models").init_parameters(module, 0)
+    sm = ml("models").StackedModel(module, device, nodes=k)
     topo = m("topology").make_topology("directed_ring", max(k, 2))
     comm = m("comm.simulator").SimulatorCommunicator(topo, device)
     if k == 1:  # one model: no neighbours; the reference below times it without gossip
@@ -86,16 +94,22 @@ def batch(model: str, k: int, device: torch.device) -> tuple[torch.Tensor, torch
     return torch.randn(k, b, *shape, generator=g).to(device), torch.randint(0, 10, (k, b), generator=g).to(device)
 
 
+#: the clock of :func:`timed`: ``time.perf_counter`` (wall) or ``time.process_time`` (this
+#: process's CPU time: on a CPU shared with other jobs and one thread per process it counts
+#: only this process's work, so variants timed minutes apart stay comparable)
+CLOCK = time.perf_counter
+
+
 def timed(fn, steps: int, device: torch.device) -> float:
     fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for _ in range(steps):
         fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return (time.perf_counter() - t0) / steps
+    return (CLOCK() - t0) / steps
 
 
 def dist_step_time(model: str, k: int, steps: int) -> float:
@@ -106,7 +120,8 @@ sys.path.insert(0, {str(REPO / 'src')!r})
 from decent8.config import load_config
 from decent8.train.build import build
 from decent8.train.engine import Engine
-cfg = load_config(None, ["nodes={k}", "model={model}", "backend=distributed", "device=cpu", "data.name=digits"])
+cfg = load_config(None, ["nodes={k}", "model={model}", "backend=distributed", "device=cpu",
+                        "data.name={DATASETS[model]}", "progress=false"])
 c = build(cfg)
 sm = c.model
 shape, b = {MODELS[model]!r}
@@ -142,13 +157,20 @@ def main() -> None:
     ap.add_argument("--legacy-rev", default="5b6f763", help="git revision with the node-batched layers ('' = none)")
     ap.add_argument("--dist", action="store_true", help="also time k gloo processes for resnet20:8")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--clock", choices=["auto", "wall", "cpu"], default="auto",
+                    help="wall time, or this process's CPU time (auto: CPU time on a CPU device with 1 thread)")
     args = ap.parse_args()
     device = torch.device(args.device)
+    global CLOCK
+    use_cpu = args.clock == "cpu" or (args.clock == "auto" and device.type == "cpu" and torch.get_num_threads() == 1
+                                      and not args.dist)  # k processes: only wall time compares
+    CLOCK = time.process_time if use_cpu else time.perf_counter
     legacy = legacy_package(args.legacy_rev) if args.legacy_rev else None
     print(f"# decent8 {decent8.__version__}, torch {torch.__version__}, {device}, {torch.get_num_threads()} threads, "
-          f"legacy={'decent8@' + args.legacy_rev if legacy else 'n/a'}; median of {args.rounds} rounds × {args.steps} steps")
-    print("| model | k | precision | 1 model (s) | loop | vmap | auto (c) | legacy | dist |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+          f"legacy={'decent8@' + args.legacy_rev if legacy else 'n/a'}; median of {args.rounds} rounds × {args.steps} steps; "
+          f"clock={'process CPU time' if use_cpu else 'wall'}")
+    print("| model | k | precision | 1 model (s) | loop | vmap | auto (c) | legacy | old pkg | dist |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for case in args.cases:
         model, k = case.split(":")[0], int(case.split(":")[1])
         for precision in args.precisions:
@@ -173,7 +195,8 @@ def main() -> None:
                 variants["auto"] = eng
                 if legacy is not None:
                     try:
-                        variants["legacy"] = make_engine("decent8_legacy", model, k, precision, device)[1]
+                        variants["legacy"] = make_engine("decent8", model, k, precision, device, "decent8_legacy")[1]
+                        variants["old pkg"] = make_engine("decent8_legacy", model, k, precision, device)[1]
                     except Exception:  # e.g. no 8-bit MLP there
                         pass
             times: dict[str, list[float]] = {"ref": [], **{n: [] for n in variants}}
@@ -188,7 +211,7 @@ def main() -> None:
                 dist = f"{dist_step_time(model, k, args.steps) / med['ref']:.2f}"
             auto = f"{ratio('auto')} ({choice.chunk})" if k > 1 else "—"
             print(f"| {model} | {k} | {precision} | {med['ref']:.4f} | {ratio('loop')} | {ratio('vmap')} | {auto} | "
-                  f"{ratio('legacy')} | {dist} |", flush=True)
+                  f"{ratio('legacy')} | {ratio('old pkg')} | {dist} |", flush=True)
 
 
 if __name__ == "__main__":

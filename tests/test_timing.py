@@ -258,3 +258,30 @@ def test_building_the_clock_leaves_the_global_rng_alone():
     first = torch.get_rng_state()
     build(cfg)  # counts cached now
     assert torch.equal(first, torch.get_rng_state())
+
+
+@pytest.mark.parametrize("device_model, per_step", [("fixed", False), ("measured", True)])
+def test_the_loop_waits_for_the_device_each_step_only_for_the_measured_device_model(tmp_path, monkeypatch,
+                                                                                      device_model, per_step):
+    """No host sync per step unless device_model=measured needs each step's own time:
+    otherwise one wait per epoch (counted as compute), and the clock is unchanged."""
+    import decent8.train.loop as loop
+    calls = []
+    monkeypatch.setattr(loop, "device_sync", lambda device: calls.append(device))
+    over = small_config(["epochs=2", "algorithm=choco", f"device_model={device_model}", "device_model.step_s=0.01",
+                         f"out_dir={tmp_path}", "name=r"])
+    summary, _ = train(load_config(None, over), quiet=True)
+    steps = summary["steps_per_epoch"]
+    assert steps > 1
+    assert len(calls) == (2 * steps if per_step else 2)
+    assert summary["measured_compute_s_per_step"] > 0 and summary["measured_comm_s_per_step"] > 0
+
+
+def test_backlog_counts_as_compute_of_the_interval_and_the_run():
+    timer = build(load_config(None, small_config(["device_model=fixed", "device_model.step_s=0.01"]))).timer
+    assert not timer.step_sync and not getattr(timer.comm, "sync_calls", False)
+    timer.after_step(0, 0.5, 0.2)
+    timer.after_step(1, 0.25, 0.05)
+    timer.add_backlog(0.1)
+    assert timer.interval() == pytest.approx(((0.3 + 0.2 + 0.1) / 2, 0.25 / 2))
+    assert timer.run_means() == pytest.approx((0.3, 0.125))

@@ -66,7 +66,17 @@ def check_faults(cfg, external_comm: bool) -> FaultModel:
 
 
 class Timer:
-    """The run's clock plus measured per-step compute / communication wall time."""
+    """The run's clock plus measured per-step compute / communication wall time.
+
+    Host syncs (CUDA): only ``device_model=measured`` needs each step's own compute time,
+    so only then (:attr:`step_sync`) does the loop wait for the device after every step
+    and the communicator after every communication call. Otherwise steps run without a
+    host sync: their host-side times count what the host waited for, and at the end of
+    each epoch (where the loop reads the train loss, so it waits for the device anyway)
+    the time the device still needed is added as compute (:meth:`add_backlog`). The
+    compute / communication split is then exact on a CPU (every op is synchronous) and
+    approximate on CUDA (communication calls count until their launch).
+    """
 
     def __init__(self, comm: RecordingCommunicator, clock: SimClock, device: DeviceModel) -> None:
         self.comm = comm
@@ -74,6 +84,15 @@ class Timer:
         self.device = device
         self.measured = np.zeros(3)   # Σ compute s, Σ comm s, steps (since the last interval read)
         self.total = np.zeros(3)      # the same over the whole run
+        #: wait for the device after every step (only the measured device model needs it)
+        self.step_sync = device.kind == "measured"
+        if hasattr(comm, "sync_calls"):
+            comm.sync_calls = comm.sync_calls and self.step_sync
+
+    def add_backlog(self, seconds: float) -> None:
+        """Count ``seconds`` (the wait for the device after unsynced steps) as compute time."""
+        self.measured[0] += max(float(seconds), 0.0)
+        self.total[0] += max(float(seconds), 0.0)
 
     @property
     def sim_time_s(self) -> float:

@@ -70,7 +70,9 @@ class RecordingCommunicator(Communicator):
         self.inner = inner
         self.log = StepLog()
         self.comm_time_s = 0.0
-        self._sync = inner.device.type == "cuda"
+        #: wait for the device after each call (CUDA), so that its time is the call's own;
+        #: the Timer turns this off unless each step's time is needed (Timer.step_sync)
+        self.sync_calls = inner.device.type == "cuda"
 
     # --- delegated state ------------------------------------------------------
     topology = property(lambda self: self.inner.topology)
@@ -100,7 +102,7 @@ class RecordingCommunicator(Communicator):
     def _timed(self, fn, *args, **kwargs):
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
-        if self._sync:
+        if self.sync_calls:
             torch.cuda.synchronize(self.device)
         self.comm_time_s += time.perf_counter() - t0
         return out

@@ -206,6 +206,12 @@ def check_same_config(cfg: TrainConfig, comm: Communicator) -> None:
                                 f"start every process with the same arguments")
 
 
+def device_sync(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (CUDA); a no-op on a CPU, whose ops are synchronous."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _finite(values: dict[str, Any]) -> bool:
     return all(math.isfinite(v) for k, v in values.items()
                if isinstance(v, float) and k in ("train_loss", "averaged_model_loss", "mean_node_loss", "consensus_distance"))
@@ -309,7 +315,6 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                 "bytes_sent_per_node": bytes_all.mean().item(), "wall_time_s": wall_before + time.perf_counter() - t0,
                 "sim_time_s": timer.sim_time_s, "measured_compute_s": split[0], "measured_comm_s": split[1]}
 
-    sync = torch.cuda.synchronize if c.device.type == "cuda" else (lambda *_: None)
 
     for epoch in range(start_epoch, cfg.epochs):
         idx = c.sampler.epoch_indices(epoch)
@@ -321,10 +326,15 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             xb = augment(take(x_train, batch), epoch * steps + s)
             t_step, comm_before, step_index = time.perf_counter(), comm.comm_time_s, engine.step_count
             loss = engine.train_step(xb, y_train[batch], lr)
-            sync(c.device)
+            if timer.step_sync:  # only device_model=measured needs each step's own time
+                device_sync(c.device)
             timer.after_step(step_index, time.perf_counter() - t_step, comm.comm_time_s - comm_before)
-            loss_sum += loss.mean()
+            loss_sum += loss.mean()  # on the device; read once per epoch
             bar.update(1)
+        if not timer.step_sync:  # what the device still had to do of this epoch's steps
+            t_wait = time.perf_counter()
+            device_sync(c.device)
+            timer.add_backlog(time.perf_counter() - t_wait)
         train_loss = comm.mean_over_nodes((loss_sum / steps).reshape(1, 1).expand(comm.k, 1)).item()
         if not math.isfinite(train_loss):
             bar.close()
