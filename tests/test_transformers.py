@@ -63,7 +63,15 @@ def test_transformer_trains_in_the_simulator_and_distributed_with_the_same_param
     sim = torch.load(sim_dir / "checkpoint.pt", map_location="cpu", weights_only=False)["engine"]["z"]
     for r in range(N):
         z = torch.load(tmp_path / "dist" / f"checkpoint-rank{r}.pt", map_location="cpu", weights_only=False)["engine"]["z"]
-        assert (z[0] - sim[r]).abs().max().item() < 1e-5
+        diff = (z[0] - sim[r]).abs()
+        if optimizer == "local":
+            assert diff.max().item() < 1e-5
+        else:
+            # Adam's step m̂/(√v̂ + ε) has size ~lr whatever the gradient's size, so where a
+            # gradient is ~1e-9 (rare tokens' embeddings) a rounding difference between the
+            # backends' mixing sums becomes a step of a fraction of lr (measured: 0.15 % of the
+            # entries, at most 3.4e-4 at lr 3e-3, while m and v agree to 1e-7)
+            assert (diff > 1e-5).double().mean().item() < 0.01 and diff.max().item() < 0.2 * 0.003
     if optimizer == "adamw":  # each rank's moments are the simulator's row for that node
         sim_opt = torch.load(sim_dir / "checkpoint.pt", map_location="cpu", weights_only=False)["engine"]["optimizer"]
         for r in range(N):
@@ -71,4 +79,4 @@ def test_transformer_trains_in_the_simulator_and_distributed_with_the_same_param
                              weights_only=False)["engine"]["optimizer"]
             assert int(opt["t"]) == int(sim_opt["t"]) == 2 * 4
             assert (opt["v"][0] - sim_opt["v"][r]).abs().max().item() < 1e-6
-            assert (opt["m"][0] - sim_opt["m"][r]).abs().max().item() < 1e-5
+            assert (opt["m"][0] - sim_opt["m"][r]).abs().max().item() < 1e-6
