@@ -24,6 +24,7 @@ EXPECTED_CELLS = {
     "table3_resnet20_ring8": 32, "table3_resnet20_ring16": 32, "table3_resnet54_ring8": 32,
     "table3_vgg11_torus16": 32, "table4_resnet20_qgm_ring8": 16, "table5_resnet18_torus8": 8,
     "table5_vgg11_ring4": 8, "figure1_norms_resnet20_ring8": 4,
+    "table6_agnews_ring4": 24, "table6_sentlen_ring4": 24,
 }
 
 
@@ -57,7 +58,13 @@ def test_preset_grid_and_paper_numbers_line_up(name):
     cfg = p.config
     assert cfg["data"]["batch_size"] == 32
     opt = cfg["optimizer"]
-    assert opt["warmup_epochs"] == 1 and opt["lr"] in (0.1, 0.01)
+    if name.startswith("table6"):  # paper §4.4: local Adam, lr 3e-5, β1 = β2 = 0.9, wd 1e-4, 5 epochs, 4 nodes
+        assert opt["kind"] == "adamw" and opt["lr"] == 3e-5 and opt["betas"] == [0.9, 0.9]
+        assert opt["weight_decay"] == 1e-4 and cfg["epochs"] == 5 and cfg["nodes"] == 4
+        assert cfg["data"]["name"] in ("agnews", "sentlen") and cfg["model"]["name"] == "hf"
+        assert axis["skew"].labels == ["0", "0.5", "0.9"]
+    else:
+        assert opt["warmup_epochs"] == 1 and opt["lr"] in (0.1, 0.01)
     if name.startswith("table3") or name.startswith("table4"):
         assert cfg["epochs"] == 200 and cfg["data"]["name"] == "cifar10"
         assert opt["milestones"] == ([100, 150] if "resnet" in name else []) and opt["lr"] == 0.1

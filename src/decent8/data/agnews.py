@@ -12,7 +12,8 @@ Class names come from a ``classes.txt`` beside the CSVs when there is one. Token
 is deliberately simple: lower case, ``\\`` as a space, words ``[a-z0-9]+('[a-z]+)?``.
 The vocabulary is the ``data.vocab_size`` most frequent train words (ties by word);
 id 0 is padding, 1 unknown. ``x`` is int64 ``[N, data.seq_len]``: truncated, then
-right-padded with 0.
+right-padded with 0. With ``model=hf model.pretrained=…`` the text (title + description)
+goes through the pretrained model's own tokenizer instead (:mod:`.tokenize`).
 """
 from __future__ import annotations
 
@@ -87,15 +88,13 @@ def _encode(texts: list[str], vocab: dict[str, int], seq_len: int) -> np.ndarray
     return x
 
 
-def _decode(root: Path, seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
+def read_texts(root: Path) -> dict[str, object]:
+    """The raw texts and labels: ``train_texts``, ``y_train``, ``test_texts``, ``y_test``, ``classes``."""
     files = scan(root, lambda n: n.lower().endswith((".csv", "classes.txt")))
     names = files.names()
     train_name, test_name = _find(files, "train.csv", root), _find(files, "test.csv", root)
     train_texts, y_train = _read_rows(root, train_name, files.read(train_name))
     test_texts, y_test = _read_rows(root, test_name, files.read(test_name))
-    counts = Counter(w for t in train_texts for w in tokenize(t))
-    words = sorted(counts, key=lambda w: (-counts[w], w))[:vocab_size]
-    vocab = {w: i + 2 for i, w in enumerate(words)}
     n_classes = int(max(y_train.max(), y_test.max())) + 1
     classes = list(DEFAULT_CLASSES) if n_classes <= len(DEFAULT_CLASSES) else [str(i) for i in range(n_classes)]
     cls_files = [n for n in names if n.lower().endswith("classes.txt")]
@@ -103,24 +102,65 @@ def _decode(root: Path, seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
         listed = [s.strip() for s in files.read(sorted(cls_files)[0]).decode("utf-8", "replace").splitlines() if s.strip()]
         if len(listed) >= n_classes:
             classes = listed
-    return {"x_train": _encode(train_texts, vocab, seq_len), "y_train": y_train,
-            "x_test": _encode(test_texts, vocab, seq_len), "y_test": y_test,
-            "class_names": np.array(classes), "vocab": np.array(["<pad>", "<unk>", *words])}
+    return {"train_texts": train_texts, "y_train": y_train, "test_texts": test_texts, "y_test": y_test,
+            "classes": classes}
+
+
+def build_vocab(texts: list[str], vocab_size: int) -> list[str]:
+    """The ``vocab_size`` most frequent words of ``texts`` (ties by word); ids start at 2."""
+    counts = Counter(w for t in texts for w in tokenize(t))
+    return sorted(counts, key=lambda w: (-counts[w], w))[:vocab_size]
+
+
+def encode_words(train_texts: list[str], test_texts: list[str], seq_len: int, vocab_size: int) -> dict[str, np.ndarray]:
+    """Word-level ids of both splits with the train split's vocabulary (+ ``vocab``)."""
+    words = build_vocab(train_texts, vocab_size)
+    vocab = {w: i + 2 for i, w in enumerate(words)}
+    return {"x_train": _encode(train_texts, vocab, seq_len), "x_test": _encode(test_texts, vocab, seq_len),
+            "vocab": np.array(["<pad>", "<unk>", *words])}
+
+
+def _decode(root: Path, seq_len: int, vocab_size: int, tokenizer: Path | None = None) -> dict[str, np.ndarray]:
+    t = read_texts(root)
+    out: dict[str, np.ndarray] = {"y_train": t["y_train"], "y_test": t["y_test"], "class_names": np.array(t["classes"])}
+    if tokenizer is None:
+        out.update(encode_words(t["train_texts"], t["test_texts"], seq_len, vocab_size))
+    else:
+        from .tokenize import flatten, hf_tokenize
+        out.update(flatten("x_train", hf_tokenize([s.replace("\\", " ") for s in t["train_texts"]], tokenizer, seq_len)))
+        out.update(flatten("x_test", hf_tokenize([s.replace("\\", " ") for s in t["test_texts"]], tokenizer, seq_len)))
+    return out
+
+
+def arrays_to_dataset(a: dict[str, np.ndarray], name: str) -> ArrayDataset:
+    """An :class:`ArrayDataset` from cached arrays (word ids, or tokenizer dicts)."""
+    from .tokenize import unflatten
+    names = [str(s) for s in a["class_names"].tolist()]
+    if "x_train" in a:
+        x_train, x_test = torch.from_numpy(a["x_train"]), torch.from_numpy(a["x_test"])
+        vocab = [str(w) for w in a["vocab"].tolist()]
+    else:
+        x_train, x_test, vocab = unflatten(a, "x_train"), unflatten(a, "x_test"), None
+    return ArrayDataset(x_train=x_train, y_train=torch.from_numpy(a["y_train"]), x_test=x_test,
+                        y_test=torch.from_numpy(a["y_test"]), num_classes=len(names), class_names=names, name=name,
+                        vocab=vocab)
 
 
 def load_agnews(root: str | None, cache_dir: str | None = None, seq_len: int = 64,
-                vocab_size: int = 20000) -> ArrayDataset:
-    """AG News from ``root`` as token ids ``[N, seq_len]`` (see the module docstring)."""
+                vocab_size: int = 20000, tokenizer: Path | None = None) -> ArrayDataset:
+    """AG News from ``root`` as token ids ``[N, seq_len]`` (see the module docstring), or,
+    with ``tokenizer`` (a pretrained model folder), as that tokenizer's
+    ``{input_ids, attention_mask}`` (:mod:`.tokenize`)."""
     if seq_len < 1:
         raise ConfigError("data.seq_len", f"must be >= 1, got {seq_len}")
     if vocab_size < 1:
         raise ConfigError("data.vocab_size", f"must be >= 1, got {vocab_size}")
     path = require_root(root, NAME, EXPECTED)
-    a = cached("agnews", path, {"seq_len": seq_len, "vocab_size": vocab_size}, cache_dir,
-               lambda: _decode(path, seq_len, vocab_size))
-    names = [str(s) for s in a["class_names"].tolist()]
-    return ArrayDataset(
-        x_train=torch.from_numpy(a["x_train"]), y_train=torch.from_numpy(a["y_train"]),
-        x_test=torch.from_numpy(a["x_test"]), y_test=torch.from_numpy(a["y_test"]),
-        num_classes=len(names), class_names=names, name="agnews", vocab=[str(w) for w in a["vocab"].tolist()],
-    )
+    if tokenizer is None:
+        a = cached("agnews", path, {"seq_len": seq_len, "vocab_size": vocab_size}, cache_dir,
+                   lambda: _decode(path, seq_len, vocab_size))
+    else:
+        from ..models.pretrained import fingerprint
+        a = cached("agnews-tok", path, {"seq_len": seq_len, "tokenizer": fingerprint(tokenizer)}, cache_dir,
+                   lambda: _decode(path, seq_len, vocab_size, tokenizer))
+    return arrays_to_dataset(a, "agnews")

@@ -8,12 +8,16 @@ name           what                                                data.root
 ``mnist``      MNIST, 28x28 grey, 10 classes (:mod:`.mnist`)       idx files or PNG folders
 ``imagenette`` 10 ImageNet classes, ``data.image_size`` px          ``train/``, ``val/`` folders
 ``agnews``     AG News, 4 classes, token ids (:mod:`.agnews`)       ``train.csv``, ``test.csv``
+``sentlen``    sentence length, 6 classes (:mod:`.sentlen`):        ``sentence_length.txt``, or
+               SentEval's file or "Sentlen-style" from AG News     AG News' ``train.csv``/``test.csv``
 ``tensors``    a user's own tensors (:mod:`.tensors`)               not used: ``data.path=FILE``
 ``image_folder`` your own images, one folder per class               ``train/<class>/``, ``test/<class>/``
                (:mod:`.user_folder`)
 =============  ==================================================  ============================
 
 ``data.root`` may be a folder or a tarball. Decoded arrays are cached (:mod:`.cache`).
+Text data sets take ``tokenizer`` (a pretrained model folder, from ``model.pretrained``):
+then ``x`` is that tokenizer's ``{input_ids, attention_mask}`` (:mod:`.tokenize`).
 ``data.subset`` / ``data.test_subset`` keep a class-stratified part of a split (a
 fraction in (0, 1] or a count), the same part for every run and seed.
 """
@@ -32,7 +36,8 @@ from ..errors import ConfigError, choice_error
 from .dataset import ArrayDataset
 from .digits import load_digits_dataset
 
-DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews", "image_folder", "tensors")
+DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews", "sentlen", "image_folder", "tensors")
+TEXT_DATASETS = ("agnews", "sentlen")
 IMAGE_DATASETS = ("cifar10", "mnist", "imagenette", "image_folder")
 
 # Working defaults per data set, applied beneath the user's YAML and overrides (see
@@ -85,23 +90,27 @@ def stratified_subset(labels: np.ndarray, amount: float, seed: int = 0) -> np.nd
     return np.sort(np.concatenate(keep))
 
 
+def _rows(x: Any, t: torch.Tensor) -> Any:
+    return {k: v[t] for k, v in x.items()} if isinstance(x, dict) else x[t]
+
+
 def _subset(ds: ArrayDataset, subset: float | None, test_subset: float | None) -> ArrayDataset:
     changes: dict[str, Any] = {}
     if subset is not None:
         idx = stratified_subset(ds.y_train.numpy(), subset)
         if idx.size < ds.y_train.shape[0]:
             t = torch.from_numpy(idx)
-            changes.update(x_train=ds.x_train[t], y_train=ds.y_train[t])
+            changes.update(x_train=_rows(ds.x_train, t), y_train=ds.y_train[t])
     if test_subset is not None:
         idx = stratified_subset(ds.y_test.numpy(), test_subset, seed=1)
         if idx.size < ds.y_test.shape[0]:
             t = torch.from_numpy(idx)
-            changes.update(x_test=ds.x_test[t], y_test=ds.y_test[t])
+            changes.update(x_test=_rows(ds.x_test, t), y_test=ds.y_test[t])
     return dataclasses.replace(ds, **changes) if changes else ds
 
 
 def _load(name: str, root: str | None, test_fraction: float, seed: int, cache_dir: str | None,
-          image_size: int | None, seq_len: int, vocab_size: int) -> ArrayDataset:
+          image_size: int | None, seq_len: int, vocab_size: int, tokenizer: Any = None) -> ArrayDataset:
     if name == "digits":
         return load_digits_dataset(test_fraction=test_fraction, seed=seed)
     if name == "cifar10":
@@ -118,16 +127,22 @@ def _load(name: str, root: str | None, test_fraction: float, seed: int, cache_di
         return load_image_folder(root, cache_dir, image_size)
     if name == "agnews":
         from .agnews import load_agnews
-        return load_agnews(root, cache_dir, seq_len, vocab_size)
+        return load_agnews(root, cache_dir, seq_len, vocab_size, tokenizer)
+    if name == "sentlen":
+        from .sentlen import load_sentlen
+        return load_sentlen(root, cache_dir, seq_len, vocab_size, tokenizer, test_fraction)
     raise choice_error("data", name, DATASETS)
 
 
 def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2, seed: int = 0, *,
                  cache_dir: str | None = None, image_size: int | None = None, subset: float | None = None,
                  test_subset: float | None = None, seq_len: int = 64, vocab_size: int = 20000,
-                 path: str | None = None) -> ArrayDataset:
+                 path: str | None = None, tokenizer: Any = None) -> ArrayDataset:
     """Load data set ``name`` (see the module table). Repeated calls with the same
-    arguments in one process return the same object (a sweep validates every cell)."""
+    arguments in one process return the same object (a sweep validates every cell).
+    ``tokenizer``: a pretrained model folder whose tokenizer encodes text data sets."""
+    if tokenizer is not None and name not in TEXT_DATASETS:
+        tokenizer = None  # only text is tokenized (a user's tensors file brings its own ids)
     if name not in DATASETS:
         raise choice_error("data", name, DATASETS)
     subset = check_amount("data.subset", subset)
@@ -149,11 +164,13 @@ def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2,
         st = os.stat(abs_root)
         stamp = (st.st_size, st.st_mtime_ns)
     key = (name, abs_root, stamp, float(test_fraction), int(seed) if name == "digits" else 0, cache_dir,
-           image_size, subset, test_subset, seq_len if name == "agnews" else 0, vocab_size if name == "agnews" else 0)
+           image_size, subset, test_subset, seq_len if name in TEXT_DATASETS else 0,
+           vocab_size if name in TEXT_DATASETS else 0, str(tokenizer) if tokenizer is not None else None)
     if key in _MEMO:
         _MEMO.move_to_end(key)
         return _MEMO[key]
-    ds = _subset(_load(name, root, test_fraction, seed, cache_dir, image_size, seq_len, vocab_size), subset, test_subset)
+    ds = _subset(_load(name, root, test_fraction, seed, cache_dir, image_size, seq_len, vocab_size, tokenizer), subset,
+                 test_subset)
     _MEMO[key] = ds
     while len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)
@@ -165,8 +182,9 @@ def load_tensors_dataset(path: str | None, test_fraction: float, seed: int) -> A
     return load_tensors(path or "", test_fraction, seed)
 
 
-def dataset_from_config(data: Any, seed: int = 0) -> ArrayDataset:
-    """The data set a ``DataConfig`` describes."""
+def dataset_from_config(data: Any, seed: int = 0, tokenizer: Any = None) -> ArrayDataset:
+    """The data set a ``DataConfig`` describes (text through ``tokenizer``'s folder if given)."""
     return load_dataset(data.name, data.root, data.test_fraction, seed, cache_dir=data.cache_dir,
                         image_size=data.image_size, subset=data.subset, test_subset=data.test_subset,
-                        seq_len=data.seq_len, vocab_size=data.vocab_size, path=getattr(data, "path", None))
+                        seq_len=data.seq_len, vocab_size=data.vocab_size, path=getattr(data, "path", None),
+                        tokenizer=tokenizer)

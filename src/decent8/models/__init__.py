@@ -17,7 +17,7 @@ MODELS = BUILTIN_MODELS
 
 def make_model(name: str, input_shape: tuple[int, ...], num_classes: int, width: int | None = None,
                norm: str | None = None, precision: str = "fp32", quant: QuantSpec | None = None,
-               vocab_size: int | None = None) -> nn.Module:
+               vocab_size: int | None = None, pretrained_dir=None, seed: int = 0) -> nn.Module:
     """Build a model by name for inputs of ``input_shape`` (without the batch axis).
 
     ``name`` is a built-in model (:data:`MODELS`) or an import path ``pkg.module:factory``
@@ -34,7 +34,7 @@ def make_model(name: str, input_shape: tuple[int, ...], num_classes: int, width:
     if name not in MODELS:
         raise choice_error("model", name, MODELS + ("pkg.module:factory",))
     norm, spec = resolve(name, norm, precision, quant)
-    return build_model(name, input_shape, num_classes, width, norm, spec, vocab_size)
+    return build_model(name, input_shape, num_classes, width, norm, spec, vocab_size, pretrained_dir, seed)
 
 
 def init_parameters(module: nn.Module, seed: int) -> None:

@@ -10,6 +10,7 @@ resnet18      ImageNet ResNet-18 (224 px)          11.2 M        evonorm / range
 cnn           digits CNN (:mod:`.small`)           9.9 k         none (ReLU)
 mlp           MLP                                  —             none (ReLU)
 text          bag of embeddings (token ids)        —             —
+hf            BERT-family classifier (:mod:`.hf`)  22.7 M (MiniLM-L6) —
 ============  ===================================  ============  =================
 
 (parameter counts for 10 classes; default norm for fp32 / int8). Every model is a
@@ -35,13 +36,14 @@ PAPER_MODELS = ("resnet20", "resnet54", "vgg11", "resnet18")
 #: models with a norm-activation choice
 NORM_MODELS = ("cnn",) + PAPER_MODELS
 #: every built-in model (``model=pkg.module:factory`` names a user's)
-BUILTIN_MODELS = ("cnn", "mlp", "text") + PAPER_MODELS
+BUILTIN_MODELS = ("cnn", "mlp", "text", "hf") + PAPER_MODELS
 #: models with an 8-bit form (any model with Conv2d/Linear layers: the transform applies to all)
 QUANTIZED_MODELS = BUILTIN_MODELS
 #: norms each model accepts
 MODEL_NORMS = {name: NORMS for name in NORM_MODELS}
 MODEL_NORMS["mlp"] = ("none",)
 MODEL_NORMS["text"] = ("none",)
+MODEL_NORMS["hf"] = ("none",)
 
 
 def check_precision(precision: str) -> str:
@@ -69,8 +71,16 @@ def resolve(name: str, norm: str | None, precision: str, quant: QuantSpec | None
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, width: int | None, norm: str,
-                spec: QuantSpec | None, vocab_size: int | None = None) -> nn.Module:
-    """The float model ``name``, in its 8-bit form when ``spec`` is given."""
+                spec: QuantSpec | None, vocab_size: int | None = None, pretrained_dir=None,
+                seed: int = 0) -> nn.Module:
+    """The float model ``name``, in its 8-bit form when ``spec`` is given (``pretrained_dir``
+    and ``seed``: model=hf, see :mod:`.hf`)."""
+    if name == "hf":
+        from .hf import hf_model
+        shape = input_shape.get("input_ids", next(iter(input_shape.values()))) if isinstance(input_shape, dict) \
+            else input_shape
+        module = hf_model(pretrained_dir, num_classes, vocab_size, shape[-1], width, seed)
+        return to_low_precision(module, spec) if spec is not None else module
     c, h = input_shape[0], input_shape[-1]
     if name == "cnn":
         module: nn.Module = DigitsCNN(c, num_classes, width or 16, h, norm=norm)

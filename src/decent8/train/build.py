@@ -324,6 +324,25 @@ def check_model_size(cfg: TrainConfig, input_shape, num_classes: int, qspec, dev
                                          f"{have / 1e9:.3g} GB of {device.type} memory here")
 
 
+def pretrained_folder(cfg: TrainConfig):
+    """The folder of ``model.pretrained`` (model=hf), resolved without downloading; None otherwise."""
+    if cfg.model.pretrained is None:
+        return None
+    if cfg.model.name != "hf":
+        raise ConfigError("model.pretrained", f"applies to model=hf, not model={cfg.model.name}")
+    from ..models.pretrained import resolve_pretrained
+    return resolve_pretrained(cfg.model.pretrained, cfg.data.cache_dir)
+
+
+def id_dict_inputs(dataset: ArrayDataset) -> ArrayDataset:
+    """model=hf on word-level ids ``[N, T]``: the same ids as ``{input_ids, attention_mask}``."""
+    import dataclasses
+    from ..data.tokenize import id_inputs
+    if isinstance(dataset.x_train, dict) or dataset.vocab_size is None:
+        return dataset
+    return dataclasses.replace(dataset, x_train=id_inputs(dataset.x_train), x_test=id_inputs(dataset.x_test))
+
+
 def check_parts(parts, nodes: int, n: int) -> list[np.ndarray]:
     """A user's split: ``nodes`` non-empty lists of training-row indices in ``[0, n)``."""
     parts = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
@@ -351,8 +370,11 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     device = resolve_device(cfg.device)
     torch.manual_seed(derive_seed(cfg.seed, "torch"))
 
+    pretrained_dir = pretrained_folder(cfg)
     if dataset is None:
-        dataset = dataset_from_config(cfg.data, cfg.seed)
+        dataset = dataset_from_config(cfg.data, cfg.seed, tokenizer=pretrained_dir)
+    if cfg.model.name == "hf" and module is None:
+        dataset = id_dict_inputs(dataset)
     if cfg.nodes > len(dataset.y_train):
         raise ConfigError("nodes", f"{cfg.nodes} nodes but only {len(dataset.y_train)} training samples")
     if cfg.data.batch_size > len(dataset.y_train):
@@ -396,10 +418,13 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         model_name = cfg.model.name
         if model_name == "cnn" and dataset.vocab_size is not None and not isinstance(dataset.x_train, dict):
             model_name = cfg.model.name = "text"  # token ids: the default model is the bag-of-embeddings classifier
-        check_model_size(cfg, dataset.input_shape, dataset.num_classes, qspec, device, comm.k, dataset.vocab_size)
+        if model_name != "hf":  # a pretrained transformer is sized by its checkpoint
+            check_model_size(cfg, dataset.input_shape, dataset.num_classes, qspec, device, comm.k, dataset.vocab_size)
         module = make_model(model_name, dataset.input_shape, dataset.num_classes, cfg.model.width,
-                            norm=cfg.model.norm, precision=cfg.precision, quant=qspec, vocab_size=dataset.vocab_size)
-        init_parameters(module, derive_seed(cfg.seed, "init"))
+                            norm=cfg.model.norm, precision=cfg.precision, quant=qspec, vocab_size=dataset.vocab_size,
+                            pretrained_dir=pretrained_dir, seed=derive_seed(cfg.seed, "init"))
+        if pretrained_dir is None:  # a checkpoint's weights stay; model=hf seeds its new head itself
+            init_parameters(module, derive_seed(cfg.seed, "init"))
     model = StackedModel(module, device, nodes=comm.k, task=task)
     x0 = model.flat_parameters()
 
@@ -422,7 +447,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         algorithm = make_algorithm(cfg.algorithm.name, comm, compressor, gamma, push_sum, generators, **options)
 
     o = cfg.optimizer
-    optimizer = make_optimizer(optimizer_kind_for(cfg.algorithm.name, o.kind), o.momentum, o.nesterov, o.weight_decay)
+    optimizer = make_optimizer(optimizer_kind_for(cfg.algorithm.name, o.kind), o.momentum, o.nesterov, o.weight_decay,
+                               betas=o.betas, eps=o.eps)
     schedule = LRSchedule(lr=o.lr, warmup_epochs=o.warmup_epochs, warmup_lr=o.warmup_lr, kind=o.schedule,
                           milestones=list(o.milestones), decay=o.decay, every=o.decay_every,
                           total_epochs=float(cfg.epochs))
