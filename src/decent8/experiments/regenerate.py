@@ -154,6 +154,22 @@ RESULTS: dict[str, Result] = {
             *_edge_list("5-ring + chord 0→2 (README example)", "ring5_chord.txt", 5),
             *_edge_list("6-ring + chords 0→3, 2→5, 4→1", "ring6_chords.txt", 6),
         ], seeds=(0, 1, 2), columns=("per_seed", "averaged_model_accuracy")),
+        Result("marsit_skew", "docs/results/marsit.md", [
+            *[(f"{label}, skew {k}", [*o, f"skew={k}"]) for label, o in _MARSIT_CELLS for k in ("0", "0.8")],
+            *[(f"Marsit, K = 0 (η_s 0.005), skew {k}", [*_MARSIT_CELLS[1][1], f"skew={k}"]) for k in ("0.4", "0.6")],
+        ], common=("topology=ring", "optimizer.momentum=0"), columns=("mean_node_accuracy",)),
+        Result("marsit_defaults", "docs/results/defaults.md", [
+            ("`algorithm=psgd`", ["algorithm=psgd"]),
+            ("`algorithm=marsit` (momentum 0, K = 0)", ["algorithm=marsit"]),
+            ("`algorithm=marsit marsit.K=30` (momentum 0)", ["algorithm=marsit", "marsit.K=30"]),
+        ], seeds=(0, 1, 2), columns=("per_seed",)),
+        Result("lowprec_digits", "docs/results/lowprec_digits.md", [
+            (f"skew {k}, {p}", [f"skew={k}", f"precision={p}"]) for k in ("0", "0.8") for p in ("fp32", "int8")
+        ], seeds=(0, 1, 2), columns=("per_seed", "averaged_model_accuracy", "bytes_sent_per_node")),
+        Result("lowprec_digits_dense", "docs/results/lowprec_digits.md", [
+            (f"skew {k}, {p}", [f"skew={k}", f"precision={p}"]) for k in ("0", "0.8") for p in ("fp32", "int8")
+        ], seeds=(0, 1, 2), common=("compression=identity",),
+            columns=("per_seed", "averaged_model_accuracy", "bytes_sent_per_node")),
         Result("marsit_sgd", "docs/results/marsit.md", [
             *_MARSIT_CELLS,
         ], seeds=(0, 1, 2), common=tuple(_MARSIT_IID), columns=("per_seed", "message_bytes", "bytes_sent_per_node")),
