@@ -62,6 +62,7 @@ def test_graph_not_strongly_connected_and_malformed_yaml(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_usage_errors_exit_2_in_a_subprocess(tmp_path):
     r = run_cli(["train", "algorithm=nope"], tmp_path)
     assert r.returncode == 2
@@ -70,6 +71,7 @@ def test_usage_errors_exit_2_in_a_subprocess(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_train_writes_the_documented_run_folder(tmp_path, capsys):
     assert main(["train", *FAST, f"out_dir={tmp_path}", "name=r1"]) == 0
     out = capsys.readouterr().out

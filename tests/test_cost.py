@@ -172,6 +172,7 @@ OUR_ENERGY_MJ = {
 }
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 @pytest.mark.parametrize("key", list(PAPER_TABLE10))
 def test_table10_memory_and_efficiency_within_2_percent(t10, key):
     phase, model, norm = key

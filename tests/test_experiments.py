@@ -170,6 +170,7 @@ paper:
 """
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_tiny_preset_sweep_skips_resumes_and_reports(tmp_path, capsys):
     preset = tmp_path / "tiny.yaml"
     preset.write_text(TINY)

@@ -374,6 +374,7 @@ def test_launch_validates_build_time_errors_before_starting_anything():
         assert e.value.option == option and time.monotonic() - t0 < 30
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signals_exit_143_and_130_with_one_line(sig, code, tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "decent8", "train", *FAST, "epochs=1000", f"out_dir={tmp_path}",

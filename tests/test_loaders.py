@@ -231,6 +231,7 @@ def _shared(rel: str) -> Path:
     return p
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_shared_cifar10_jpeg_tarball():
     t = time.perf_counter()
     ds = load_dataset("cifar10", str(_shared("cifar10/YoongiKim-CIFAR-10-images.tar.gz")))
@@ -243,6 +244,7 @@ def test_shared_cifar10_jpeg_tarball():
     assert np.allclose(ds.std, [0.247, 0.243, 0.261], atol=0.02)
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_shared_mnist_png_tarball():
     ds = load_dataset("mnist", str(_shared("mnist/rasbt-mnist-pngs.tar.gz")))
     assert ds.x_train.shape == (60000, 1, 28, 28) and ds.x_test.shape == (10000, 1, 28, 28)
@@ -258,6 +260,7 @@ def test_shared_agnews():
     assert (ds.x_train[:, 0] > 1).float().mean() > 0.95     # nearly every first word is in the vocabulary
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_shared_imagenette_small():
     ds = load_dataset("imagenette", str(_shared("imagenette/thunderInfy-imagenette.tar.gz")), image_size=32)
     assert ds.x_train.shape == (9469, 3, 32, 32) and ds.x_test.shape == (3925, 3, 32, 32)

@@ -179,6 +179,7 @@ def test_int8_wire_format_resnet20():
     assert qk < fpk
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_int8_resume_equals_uninterrupted(tmp_path):
     """Checkpoints carry the per-node buffers and the RNG of the stochastic rounding."""
     import yaml

@@ -39,6 +39,7 @@ def three_seeds(tmp_path_factory):
     return out, results
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_runs_started_in_the_same_second_get_their_own_folders(three_seeds):
     out, results = three_seeds
     for rc, stdout, stderr in results:
@@ -94,6 +95,7 @@ def test_plot_curves_without_markers_would_be_empty(tmp_path):
     assert int((np.abs(img - blue).sum(axis=-1) < 0.08).sum()) > 150
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_report_of_run_folders_aggregates_seeds(three_seeds, tmp_path):
     out, _ = three_seeds
     runs = sorted(str(p) for p in out.iterdir() if p.is_dir())
@@ -145,6 +147,7 @@ def test_mean_std_precision():
     assert format_mean_std([50.0, 90.0, 70.0]) == "70 ± 20 (n=3)"
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_version_list_and_print_config(tmp_path):
     r = _cli(["--version"], tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == f"decent8 {__version__}"
@@ -162,6 +165,7 @@ def test_version_list_and_print_config(tmp_path):
     assert not (tmp_path / "runs").exists()                         # nothing ran
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_ctrl_c_says_how_to_resume(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "decent8", "train", "epochs=200", "nodes=2", "model.width=4",
                           "data.subset=200", "progress=false", "name=r", f"out_dir={tmp_path}"],

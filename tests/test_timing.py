@@ -230,6 +230,7 @@ def test_crossover_bandwidth_of_two_affine_step_times():
     assert crossover({"a": 2e-3, "b": 2e6}, base, 100, 100) == "never"
 
 
+@pytest.mark.slow   # > 6 s: kept out of the fast subset
 def test_resume_continues_the_clock_and_the_fault_draws(tmp_path):
     """A run cut after epoch 1 and resumed ends with the uninterrupted run's accuracy and
     simulated time (faults, latency jitter and compute jitter are seeded by step / round)."""
