@@ -315,7 +315,6 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                 "bytes_sent_per_node": bytes_all.mean().item(), "wall_time_s": wall_before + time.perf_counter() - t0,
                 "sim_time_s": timer.sim_time_s, "measured_compute_s": split[0], "measured_comm_s": split[1]}
 
-
     for epoch in range(start_epoch, cfg.epochs):
         idx = c.sampler.epoch_indices(epoch)
         loss_sum = torch.zeros((), device=c.device)
