@@ -71,7 +71,7 @@ def test_push_sum_resolution_and_validation(tmp_path):
         topo.validate_for(push_sum=False)
 
 
-@pytest.mark.parametrize("name", ["choco", "deepsqueeze"])
+@pytest.mark.parametrize("name", [pytest.param("choco", marks=pytest.mark.slow), "deepsqueeze"])
 def test_identity_compression_reproduces_dpsgd_trajectory(name):
     """SPEC §3: with C = identity and γ = 1, Choco-SGD and Deep-Squeeze are D-PSGD."""
     ref = engine_trajectory(["algorithm=dpsgd", "compression=identity", "algorithm.gamma=1"], steps=20)

@@ -128,6 +128,7 @@ def test_auto_chunk_records_choice_and_leaves_state(tmp_path):
     assert ex["requested"] == "auto" and f"chunk: '{ex['chunk']}'" in cfg
 
 
+@pytest.mark.slow
 def test_convex_example_reaches_the_centralized_optimum(tmp_path):
     import importlib.util
 
@@ -138,6 +139,7 @@ def test_convex_example_reaches_the_centralized_optimum(tmp_path):
     assert convex.solve(logistic=True, out_dir=str(tmp_path)) < 1e-2
 
 
+@pytest.mark.slow
 def test_regression_reports_loss_not_accuracy(tmp_path):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(400, 5, generator=g)

@@ -17,7 +17,8 @@ from decent8.topology import make_topology
 
 from .heterogeneity_problem import make_engine, problem
 
-pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="needs torch.distributed")
+pytestmark = [pytest.mark.skipif(not torch.distributed.is_available(), reason="needs torch.distributed"),
+              pytest.mark.slow]          # 4 worker processes: ~7 s
 
 N = 4
 STEPS = 12

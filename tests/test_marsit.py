@@ -280,6 +280,7 @@ def test_marsit_k_trains_through_the_cli_with_real_bytes(tmp_path, capsys):
     assert s["mean_node_accuracy"] > 0.3
 
 
+@pytest.mark.slow
 def test_marsit_resume_equals_the_uninterrupted_run(tmp_path):
     common = ["algorithm=marsit", "marsit.K=7", *SMALL, f"out_dir={tmp_path}", "--quiet"]
     assert main(["train", *common, "epochs=2", "name=full"]) == 0
@@ -321,6 +322,7 @@ def test_bad_input_is_one_line_exit_2(args, option, tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_bad_input_exit_2_in_a_subprocess(tmp_path):
     r = subprocess.run([sys.executable, "-m", "decent8", "train", "algorithm=marsit", "topology=complete"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -151,7 +151,7 @@ def _bytes_per_node(*overrides, steps=2):
     return c.comm.bytes_sent.mean().item(), c.compressor.nbytes()
 
 
-@pytest.mark.parametrize("model", ["cnn", "resnet20"])
+@pytest.mark.parametrize("model", ["cnn", pytest.param("resnet20", marks=pytest.mark.slow)])
 def test_int8_sends_4x_fewer_bytes_dense(model):
     """precision=int8 sends 8-bit messages: dense fp32 (identity) → quantize (uint8 + 8 B per tensor)."""
     fp, fp_msg = _bytes_per_node("compression=identity", f"model={model}")

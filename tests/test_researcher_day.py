@@ -112,6 +112,7 @@ def test_report_of_run_folders_aggregates_seeds(three_seeds, tmp_path):
     assert (out / "figures" / "accuracy_vs_bytes.png").is_file()
 
 
+@pytest.mark.slow
 def test_compare_refuses_a_folder_that_is_not_a_run(three_seeds, tmp_path):
     out, _ = three_seeds
     run = next(str(p) for p in out.iterdir() if p.is_dir())
@@ -199,6 +200,7 @@ def test_mnist_images_refused_as_cifar10_and_cifar_as_mnist(tmp_path):
     assert load_dataset("cifar10", str(cifar), cache_dir=str(tmp_path / "cache")).num_classes == 2
 
 
+@pytest.mark.slow
 def test_image_folder_dataset_trains(tmp_path):
     from decent8.data.registry import load_dataset
     from tests.data_fixtures import write_image_folders

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from decent8.cli.main import main
 from decent8.cli.sweep_cmd import expand
 
@@ -17,6 +19,7 @@ def test_expand_grid_and_cells():
     assert keys == ["algorithm", "compression", "skew"]
 
 
+@pytest.mark.slow
 def test_sweep_runs_cells_writes_results_and_skips_finished(tmp_path, capsys):
     args = ["sweep", *FAST, "nodes=4", f"out_dir={tmp_path}", "--name", "sw", "skew=0,0.5", "--quiet"]
     assert main(args) == 0

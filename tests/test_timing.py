@@ -191,6 +191,7 @@ def test_sim_time_in_every_metrics_line_and_summary_equals_the_formula(tmp_path)
     assert summary["measured_compute_s_per_step"] > 0 and (path / "time.png").is_file()
 
 
+@pytest.mark.slow
 def test_faulty_run_is_reproducible_and_sends_fewer_bytes(tmp_path):
     base = small_config(["epochs=1", "algorithm=dpsgd", "compression=identity", "algorithm.consensus_rounds=0",
                          "checkpoint=false", f"out_dir={tmp_path}"])
