@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from decent8.experiments.regenerate import (RESULTS, Result, documented, documented_cell, main, render,
+from decent8.experiments.regenerate import (PRICED, RESULTS, Result, documented, documented_cell, main, render,
                                             render_row)
 
 
@@ -12,6 +12,10 @@ def test_every_documented_table_has_its_markers():
         table = documented(result)
         assert table is not None, f"{result.doc} lacks <!-- results:{result.name} --> markers"
         assert table.startswith("| run (") and f"regenerate {result.name}`" in table, f"{result.name}: not generated"
+    for priced in PRICED.values():
+        for table, _ in priced.tables:
+            text = documented(priced, priced.marker(table))
+            assert text is not None and text.startswith("| run |"), f"{priced.doc} lacks {priced.marker(table)}"
 
 
 def test_rendering_per_seed_columns_and_diverged_runs():

@@ -10,7 +10,9 @@ exactly what :func:`render` prints for the runs of :data:`RESULTS`. So
     python -m decent8.experiments.regenerate --print --cache DIR heterogeneity
                                                         # print only; keep/reuse each run's summary in DIR
 
-keeps the documents honest. Cheap subsets are rerun by the tests: the README's main-job
+keeps the documents honest. :data:`RESULTS` are tables of run summaries (cells × seeds);
+:data:`PRICED` are sweeps priced on a network model by ``decent8.timing.tta`` (the
+time-to-accuracy page), one marker per table. Cheap subsets are rerun by the tests: the README's main-job
 row (tests/test_regenerate.py), seed 0 of three cells of the Marsit table
 (tests/test_marsit_accuracy.py). Result tables of docs/results/ that are not listed here
 say so in place ("measured once, with the code as of commit X, with command Y").
@@ -112,6 +114,8 @@ _MARSIT_CELLS = [
 ]
 
 _GRAPHS = REPO / "docs" / "results" / "graphs"
+#: MNIST as shipped beside the repository (``../shared``); a user with their own copy passes its path
+_MNIST = ["data.name=mnist", f"data.root={REPO.parent / 'shared' / 'data' / 'mnist' / 'rasbt-mnist-pngs.tar.gz'}"]
 
 
 def _edge_list(label: str, file: str, nodes: int) -> list[tuple[str, list[str]]]:
@@ -173,8 +177,118 @@ RESULTS: dict[str, Result] = {
         Result("marsit_sgd", "docs/results/marsit.md", [
             *_MARSIT_CELLS,
         ], seeds=(0, 1, 2), common=tuple(_MARSIT_IID), columns=("per_seed", "message_bytes", "bytes_sent_per_node")),
+        Result("marsit_variants", "docs/results/marsit.md", [
+            ("Marsit-100 (η_s 0.005)", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.005"]),
+            ("Marsit-30, `marsit.reset=drop`", ["algorithm=marsit", "marsit.K=30", "marsit.eta_s=0.005",
+                                                "marsit.reset=drop"]),
+            ("Marsit-100, `marsit.reset=drop`", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.005",
+                                                 "marsit.reset=drop"]),
+            ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
+        ], seeds=(0, 1, 2), common=tuple(_MARSIT_IID), columns=("per_seed", "message_bytes", "bytes_sent_per_node")),
+        Result("marsit_nesterov", "docs/results/marsit.md", [
+            ("PSGD", ["algorithm=psgd"]),
+            ("Marsit, K = 0 (η_s 0.01)", ["algorithm=marsit", "marsit.K=0", "marsit.eta_s=0.01"]),
+            ("Marsit-100 (η_s 0.01)", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.01"]),
+            ("Marsit-100, `marsit.reset=drop`", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.01",
+                                                 "marsit.reset=drop"]),
+            ("signSGD, cascading re-signing (η_s 0.002)", ["algorithm=signsgd", "marsit.eta_s=0.002"]),
+            ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
+        ], seeds=(0, 1, 2), common=("nodes=8", "topology=ring", "skew=0", "optimizer.momentum=0.9"),
+            columns=("per_seed",)),
+        Result("marsit_mnist", "docs/results/marsit.md", [
+            ("PSGD", ["algorithm=psgd"]),
+            ("Marsit, K = 0", ["algorithm=marsit", "marsit.K=0", "marsit.eta_s=0.005"]),
+            ("Marsit-30", ["algorithm=marsit", "marsit.K=30", "marsit.eta_s=0.005"]),
+            ("Marsit-100", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.005"]),
+            ("signSGD, cascading re-signing", ["algorithm=signsgd", "marsit.eta_s=0.002"]),
+            ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
+        ], common=(*_MARSIT_IID, *_MNIST, "data.subset=0.2", "data.test_subset=2000", "epochs=10",
+                   "optimizer.milestones=[6,8]"),
+            columns=("mean_node_accuracy", "message_bytes", "bytes_sent_per_node")),
+        Result("qgm_gamma", "docs/results/defaults.md", [
+            ("γ 0.0095 = 0.05·(1 − β²)", ["algorithm.gamma=0.0095"]),
+            ("γ 0.005 = 0.05·(1 − β) (the default)", []),
+        ], seeds=(0, 1, 2, 3, 4), common=("optimizer.kind=qgm",), columns=("per_seed",)),
+        Result("qgm_gamma_seed3", "docs/results/defaults.md", [
+            ("QGM, γ 0.05 (the old default)", ["optimizer.kind=qgm", "algorithm.gamma=0.05"]),
+            ("QGM, γ 0.01", ["optimizer.kind=qgm", "algorithm.gamma=0.01"]),
+            ("Choco + local Nesterov momentum (γ 0.05, the default)", []),
+        ], seeds=(3,), columns=("mean_node_accuracy",)),
+        Result("lowprec_mnist", "docs/results/lowprec_digits.md", [
+            (f"skew 0.8, {p}", ["skew=0.8", f"precision={p}"]) for p in ("fp32", "int8")
+        ], common=(*_MNIST, "data.subset=6000", "data.test_subset=2000", "epochs=15", "optimizer.lr=0.05"),
+            columns=("mean_node_accuracy", "averaged_model_accuracy", "bytes_sent_per_node")),
     ]
 }
+
+
+@dataclass
+class Priced:
+    """Time-to-accuracy tables: sweeps of training runs (``decent8 sweep``), priced on a network
+    model by :mod:`decent8.timing.tta` (docs/algorithms.md §12). The text between the markers
+    ``<!-- results:MARKER -->`` of each of ``tables`` is the markdown of one ``tta`` call; its
+    figures go beside the document (``<doc stem>/<table>-*.png``)."""
+
+    name: str
+    doc: str
+    sweeps: list[tuple[str, list[str], list[str]]]     # (sweep folder name, --cell alternatives, overrides)
+    tables: list[tuple[str, list[str]]]                # (table, tta arguments; "{S}" is the sweeps' folder)
+
+    def marker(self, table: str) -> str:
+        return f"{self.name}/{table}"
+
+
+_TTA = ["nodes=8", "skew=0", "epochs=30", "optimizer.milestones=[15,22]"]
+_NET = ["network=custom", "network.latency_s=5e-5", "network.bandwidth_mbit_s=1000", "clock.as_model=resnet20"]
+_GOSSIP = ["algorithm=dpsgd compression=identity", "algorithm=choco compression=topk"]
+
+PRICED: dict[str, Priced] = {
+    p.name: p for p in [
+        Priced("time_to_accuracy", "docs/results/time_to_accuracy.md", sweeps=[
+            ("tta_allreduce", ["algorithm=psgd", "algorithm=marsit marsit.K=0 marsit.eta_s=0.005",
+                               "algorithm=signsgd marsit.eta_s=0.002"],
+             ["topology=ring", "optimizer.momentum=0", *_NET, *_TTA]),
+            ("tta_gossip", _GOSSIP, ["topology=directed_ring", *_NET, *_TTA]),
+            ("tta_int8", ["algorithm=choco compression=topk precision=int8"], ["topology=directed_ring", *_NET, *_TTA]),
+            ("dropout", _GOSSIP, ["topology=directed_ring", "faults.node_drop=0.1,0.3", *_TTA]),
+        ], tables=[
+            ("allreduce_95", ["{S}/tta_allreduce", "--baseline", "psgd", "--target", "0.95", "--scenarios",
+                              "--title", "ring, 8 workers, ResNet-20-sized;"]),
+            ("allreduce_90", ["{S}/tta_allreduce", "--baseline", "psgd", "--target", "0.9"]),
+            ("gossip_95", ["{S}/tta_gossip", "--baseline", "dpsgd", "--target", "0.95", "--scenarios",
+                           "--title", "directed ring, 8 nodes, ResNet-20-sized;"]),
+            ("gossip_90", ["{S}/tta_gossip", "--baseline", "dpsgd", "--target", "0.9"]),
+            ("precision_95", ["{S}/tta_gossip/algorithm-choco_compression-topk", "{S}/tta_int8", "--baseline",
+                              "choco/topk", "--target", "0.95", "--title", "Choco 99 % top-k, FP32 vs 8-bit (r = 4);"]),
+            ("dropout", ["{S}/tta_gossip", "{S}/dropout", "--dropout"]),
+        ]),
+    ]
+}
+
+
+def price(priced: Priced, sweeps_dir: str, figures: Path) -> dict[str, str]:
+    """Run ``priced``'s sweeps into ``sweeps_dir`` (finished cells are skipped) and price them:
+    table → its markdown; PNGs and the tables' .md files are written under ``figures``."""
+    import contextlib
+    import io
+
+    from ..cli.main import main as cli
+    from ..timing.tta import main as tta
+    for name, cells, overrides in priced.sweeps:
+        argv = ["sweep", *[a for c in cells for a in ("--cell", c)], *PINNED, *overrides,
+                f"out_dir={sweeps_dir}", "--name", name, "--quiet"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            if cli(argv) != 0:
+                raise SystemExit(f"{priced.name}: sweep {name} failed (decent8 {' '.join(argv)})")
+    out: dict[str, str] = {}
+    for table, args in priced.tables:
+        prefix = figures / table
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = tta([a.replace("{S}", sweeps_dir) for a in args] + ["--out", str(prefix)])
+        if rc != 0:
+            raise SystemExit(f"{priced.name}: pricing {table} failed")
+        out[table] = prefix.with_suffix(".md").read_text(encoding="utf-8").strip("\n")
+    return out
 
 
 def run_one(result: Result, index: int, seed: int, out: str, cache: str | None = None) -> dict[str, Any] | None:
@@ -253,7 +367,8 @@ def render(result: Result, summaries: dict[str, list[dict[str, Any] | None]]) ->
     lines = [f"| run ({'seed' if len(result.seeds) == 1 else 'seeds'} {seeds}) | " + " | ".join(names) + " |",
              "| --- |" + " --- |" * len(names)]
     lines += [render_row(result, label, runs) for label, runs in summaries.items()]
-    setting = "; every run: `" + " ".join(result.common) + "`" if result.common else ""
+    setting = ("; every run: `" + " ".join(result.common).replace(str(REPO.parent), "..") + "`"
+               if result.common else "")
     chunk = ("sim.chunk as in each row" if any(o.startswith("sim.chunk=") for _, c in result.cells for o in c)
              else PINNED[0])
     note = (f"\n\n(`python -m decent8.experiments.regenerate {result.name}`; mean ± sample std over seeds, "
@@ -266,9 +381,10 @@ def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- results:{re.escape(name)} -->)(.*?)(<!-- /results:{re.escape(name)} -->)", re.S)
 
 
-def documented(result: Result) -> str | None:
-    """The text between the markers of ``result`` in its document (None if the markers are missing)."""
-    m = _pattern(result.name).search((REPO / result.doc).read_text(encoding="utf-8"))
+def documented(result: Result | Priced, marker: str | None = None) -> str | None:
+    """The text between the markers of ``result`` (or ``marker``) in its document (None if the
+    markers are missing)."""
+    m = _pattern(marker or result.name).search((REPO / result.doc).read_text(encoding="utf-8"))
     return m.group(2).strip("\n") if m else None
 
 
@@ -285,12 +401,13 @@ def documented_cell(result: Result, label: str, column: str, text: str | None = 
     return next((row[j] for row in rows[2:] if row[0] == label and len(row) > j), None)
 
 
-def write(result: Result, table: str) -> None:
+def write(result: Result | Priced, table: str, marker: str | None = None) -> None:
     path = REPO / result.doc
     text = path.read_text(encoding="utf-8")
-    new, n = _pattern(result.name).subn(lambda m: m.group(1) + "\n" + table + "\n" + m.group(3), text)
+    marker = marker or result.name
+    new, n = _pattern(marker).subn(lambda m: m.group(1) + "\n" + table + "\n" + m.group(3), text)
     if n != 1:
-        raise SystemExit(f"{result.doc}: no <!-- results:{result.name} --> markers")
+        raise SystemExit(f"{result.doc}: no <!-- results:{marker} --> markers")
     from ..atomic import atomic_write_text
     atomic_write_text(path, new)
 
@@ -298,17 +415,21 @@ def write(result: Result, table: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m decent8.experiments.regenerate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", help=f"tables to regenerate (default: all of {', '.join(RESULTS)})")
+    ap.add_argument("names", nargs="*", help=f"tables to regenerate (default: all of {', '.join([*RESULTS, *PRICED])})")
     ap.add_argument("--check", action="store_true", help="compare with the documents, write nothing; exit 1 if stale")
     ap.add_argument("--print", dest="print_only", action="store_true", help="print the tables, write nothing")
     ap.add_argument("--cache", metavar="DIR", help="keep each run's summary here and reuse it (resume)")
     args = ap.parse_args(argv)
-    unknown = [n for n in args.names if n not in RESULTS]
+    unknown = [n for n in args.names if n not in RESULTS and n not in PRICED]
     if unknown:
-        print(f"decent8: error: unknown result {unknown[0]!r}; allowed: {', '.join(RESULTS)}", file=sys.stderr)
+        print(f"decent8: error: unknown result {unknown[0]!r}; allowed: {', '.join([*RESULTS, *PRICED])}",
+              file=sys.stderr)
         return 2
     stale = 0
-    for name in args.names or list(RESULTS):
+    for name in args.names or [*RESULTS, *PRICED]:
+        if name in PRICED:
+            stale += _regenerate_priced(PRICED[name], args.check, args.print_only, args.cache)
+            continue
         result = RESULTS[name]
         table = render(result, run_cells(result, cache=args.cache))
         if args.print_only:
@@ -321,6 +442,26 @@ def main(argv: list[str] | None = None) -> int:
             write(result, table)
             print(f"{name}: written to {result.doc}")
     return 1 if stale else 0
+
+
+def _regenerate_priced(priced: Priced, check: bool, print_only: bool, cache: str | None) -> int:
+    """Write (or check, or print) every table of ``priced``; the number of stale tables."""
+    sweeps = str(Path(cache) / priced.name) if cache else tempfile.mkdtemp(prefix=f"d8-{priced.name}-")
+    writing = not (check or print_only)
+    figures = (REPO / priced.doc).with_suffix("") if writing else Path(tempfile.mkdtemp(prefix="d8-figures-"))
+    stale = 0
+    for table, text in price(priced, sweeps, figures).items():
+        marker = priced.marker(table)
+        if print_only:
+            print(f"<!-- results:{marker} -->\n{text}\n<!-- /results:{marker} -->", flush=True)
+        elif check:
+            same = documented(priced, marker) == text
+            stale += not same
+            print(f"{marker}: {'up to date' if same else 'STALE'} ({priced.doc})")
+        else:
+            write(priced, text, marker)
+            print(f"{marker}: written to {priced.doc}")
+    return stale
 
 
 if __name__ == "__main__":

@@ -106,8 +106,12 @@ def crossover(comp: dict, base: dict, s_c: int, s_u: int) -> str:
         return "always" if num > 0 else "never"
     inv = num / denom
     if denom < 0:  # sends less: wins for x > inv, i.e. β < 1/inv
-        return "always" if inv <= 0 else f"below {1 / inv / 125000:.4g}"
-    return "never" if inv <= 0 else f"above {1 / inv / 125000:.4g}"
+        return "always" if inv <= 0 else f"below {_mbit(1 / inv / 125000)}"
+    return "never" if inv <= 0 else f"above {_mbit(1 / inv / 125000)}"
+
+
+def _mbit(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def fmt_s(x: float | None) -> str:
