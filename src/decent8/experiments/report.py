@@ -33,6 +33,7 @@ from ..atomic import save_figure as _save_figure
 from ..config import EXECUTION_OPTIONS, flatten
 from ..errors import ConfigError
 from ..train.plots import Group, plot_accuracy_vs_bytes, plot_groups
+from . import findings
 from .aggregate import format_mean_std
 from .presets import canonical_label
 
@@ -510,6 +511,12 @@ def compare_runs(paths: Sequence[str | os.PathLike], out: str | os.PathLike, met
     return text, path
 
 
+def _setting(c: CellResult, key: str) -> Any:
+    """A cell's value of config ``key`` (its config.yaml, else its sweep label)."""
+    v = _config_value(c.config, key)
+    return c.labels.get(key) if v is None else v
+
+
 def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
                  figures: bool = True) -> tuple[str, Path]:
     table, deltas = markdown_table(sw, metric)
@@ -528,6 +535,13 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
     if deltas:
         lines += [f"Ours − paper over {len(deltas)} cells: mean {_mean(deltas):+.2f}, "
                   f"min {min(deltas):+.2f}, max {max(deltas):+.2f} points.", ""]
+    checked = findings.compare([c for c in sw.cells if c.summary], _setting, metric)
+    if checked:
+        lines += ["## The paper's findings", "",
+                  "Differences of mean accuracy between cells (points), their standard error over the seeds and "
+                  "95 % interval (Welch); a finding holds where the interval lies inside its claim, does not hold "
+                  "where it lies outside, and cannot be told otherwise (or from one run per cell).", "",
+                  findings.markdown(checked), ""]
     if figures:
         fig_dir = Path(folder) / "figures"
         made = []
