@@ -202,7 +202,7 @@ RESULTS: dict[str, Result] = {
             ("Marsit-100", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.005"]),
             ("signSGD, cascading re-signing", ["algorithm=signsgd", "marsit.eta_s=0.002"]),
             ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
-        ], common=(*_MARSIT_IID, *_MNIST, "data.subset=0.2", "data.test_subset=2000", "epochs=10",
+        ], common=(*_MARSIT_IID, *_MNIST, "data.subset=0.1", "data.test_subset=2000", "epochs=10",
                    "optimizer.milestones=[6,8]"),
             columns=("mean_node_accuracy", "message_bytes", "bytes_sent_per_node")),
         Result("qgm_gamma", "docs/results/defaults.md", [
