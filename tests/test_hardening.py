@@ -378,7 +378,9 @@ def test_launch_validates_build_time_errors_before_starting_anything():
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signals_exit_143_and_130_with_one_line(sig, code, tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "decent8", "train", *FAST, "epochs=1000", f"out_dir={tmp_path}",
-                          "name=s", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          "name=s", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # as from a terminal: a test runner started in the background passes SIGINT on ignored
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (tmp_path / "s" / "checkpoint.pt").exists():
         assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() is not None else "slow"

@@ -171,7 +171,9 @@ def test_ctrl_c_says_how_to_resume(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "decent8", "train", "epochs=200", "nodes=2", "model.width=4",
                           "data.subset=200", "progress=false", "name=r", f"out_dir={tmp_path}"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+                         env=dict(os.environ, OMP_NUM_THREADS="1"),
+                         # as from a terminal: a test runner started in the background passes SIGINT on ignored
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     while not (tmp_path / "r" / "checkpoint.pt").exists():
         assert time.time() < deadline and p.poll() is None, p.stderr.read() if p.poll() is not None else "timeout"

@@ -226,7 +226,7 @@ def test_crossover_bandwidth_of_two_affine_step_times():
     β < 9.8e8 B/s = 7840 Mbit/s."""
     from decent8.timing.tta import crossover
     base, comp = {"a": 1e-3, "b": 1e6}, {"a": 1e-3, "b": 1e4}
-    assert crossover(comp, base, 200, 100) == "below 7840"
+    assert crossover(comp, base, 200, 100) == "below 7,840"
     assert crossover(comp, base, 100, 100) == "always"
     assert crossover({"a": 2e-3, "b": 2e6}, base, 100, 100) == "never"
 
