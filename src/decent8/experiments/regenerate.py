@@ -24,6 +24,8 @@ same math with other float rounding, which can move a final accuracy by a test i
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import re
 import sys
@@ -269,9 +271,6 @@ PRICED: dict[str, Priced] = {
 def price(priced: Priced, sweeps_dir: str, figures: Path) -> dict[str, str]:
     """Run ``priced``'s sweeps into ``sweeps_dir`` (finished cells are skipped) and price them:
     table → its markdown; PNGs and the tables' .md files are written under ``figures``."""
-    import contextlib
-    import io
-
     from ..cli.main import main as cli
     from ..timing.tta import main as tta
     for name, cells, overrides in priced.sweeps:
@@ -425,43 +424,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"decent8: error: unknown result {unknown[0]!r}; allowed: {', '.join([*RESULTS, *PRICED])}",
               file=sys.stderr)
         return 2
+    mode = "print" if args.print_only else "check" if args.check else "write"
     stale = 0
     for name in args.names or [*RESULTS, *PRICED]:
         if name in PRICED:
-            stale += _regenerate_priced(PRICED[name], args.check, args.print_only, args.cache)
-            continue
-        result = RESULTS[name]
-        table = render(result, run_cells(result, cache=args.cache))
-        if args.print_only:
-            print(f"<!-- results:{name} -->\n{table}\n<!-- /results:{name} -->", flush=True)
-        elif args.check:
-            same = documented(result) == table
-            stale += not same
-            print(f"{name}: {'up to date' if same else 'STALE'} ({result.doc})")
+            stale += _regenerate_priced(PRICED[name], mode, args.cache)
         else:
-            write(result, table)
-            print(f"{name}: written to {result.doc}")
+            result = RESULTS[name]
+            stale += _emit(result, name, render(result, run_cells(result, cache=args.cache)), mode)
     return 1 if stale else 0
 
 
-def _regenerate_priced(priced: Priced, check: bool, print_only: bool, cache: str | None) -> int:
+def _emit(result: Result | Priced, marker: str, text: str, mode: str) -> int:
+    """Print, check or write the table ``text`` of ``marker``; 1 if it is stale (mode "check")."""
+    if mode == "print":
+        print(f"<!-- results:{marker} -->\n{text}\n<!-- /results:{marker} -->", flush=True)
+        return 0
+    if mode == "check":
+        same = documented(result, marker) == text
+        print(f"{marker}: {'up to date' if same else 'STALE'} ({result.doc})")
+        return int(not same)
+    write(result, text, marker)
+    print(f"{marker}: written to {result.doc}")
+    return 0
+
+
+def _regenerate_priced(priced: Priced, mode: str, cache: str | None) -> int:
     """Write (or check, or print) every table of ``priced``; the number of stale tables."""
     sweeps = str(Path(cache) / priced.name) if cache else tempfile.mkdtemp(prefix=f"d8-{priced.name}-")
-    writing = not (check or print_only)
-    figures = (REPO / priced.doc).with_suffix("") if writing else Path(tempfile.mkdtemp(prefix="d8-figures-"))
-    stale = 0
-    for table, text in price(priced, sweeps, figures).items():
-        marker = priced.marker(table)
-        if print_only:
-            print(f"<!-- results:{marker} -->\n{text}\n<!-- /results:{marker} -->", flush=True)
-        elif check:
-            same = documented(priced, marker) == text
-            stale += not same
-            print(f"{marker}: {'up to date' if same else 'STALE'} ({priced.doc})")
-        else:
-            write(priced, text, marker)
-            print(f"{marker}: written to {priced.doc}")
-    return stale
+    figures = (REPO / priced.doc).with_suffix("") if mode == "write" else Path(tempfile.mkdtemp(prefix="d8-figures-"))
+    return sum(_emit(priced, priced.marker(table), text, mode)
+               for table, text in price(priced, sweeps, figures).items())
 
 
 if __name__ == "__main__":
