@@ -30,8 +30,6 @@ def make_optimizer(kind: str, momentum: float, nesterov: bool, weight_decay: flo
         return LocalAdam((b[0], b[1]), eps, weight_decay, decoupled=kind == "adamw")
     if not 0.0 <= momentum < 1.0:
         raise ConfigError("optimizer.momentum", f"must be in [0, 1), got {momentum}")
-    if weight_decay < 0:
-        raise ConfigError("optimizer.weight_decay", f"must be >= 0, got {weight_decay}")
     if kind == "qgm":
         return QuasiGlobalMomentum(momentum, weight_decay)
     return LocalMomentum(momentum, nesterov, weight_decay)

@@ -20,9 +20,6 @@ import torch
 
 
 class LocalAdam:
-    #: ``adam`` or ``adamw``
-    name = "adam"
-
     #: True when the update needs the model before and after gossip
     tracks_gossip = False
 
@@ -32,6 +29,7 @@ class LocalAdam:
         self.eps = float(eps)
         self.weight_decay = float(weight_decay)
         self.decoupled = bool(decoupled)
+        #: ``adam`` or ``adamw``
         self.name = "adamw" if decoupled else "adam"
         self.m: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
