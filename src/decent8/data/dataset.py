@@ -11,6 +11,13 @@ import torch
 REGRESSION_BINS = 10
 
 
+
+def take(x: Any, index: Any) -> Any:
+    """``x[index]`` for a tensor or a dict of tensors (rows of every field)."""
+    if isinstance(x, dict):
+        return {k: v[index] for k, v in x.items()}
+    return x[index]
+
 @dataclass
 class ArrayDataset:
     """Train/test tensors and what a batch needs before it reaches a model.

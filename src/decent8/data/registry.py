@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, choice_error
-from .dataset import ArrayDataset
+from .dataset import ArrayDataset, take
 from .digits import load_digits_dataset
 
 DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews", "sentlen", "image_folder", "tensors")
@@ -90,22 +90,18 @@ def stratified_subset(labels: np.ndarray, amount: float, seed: int = 0) -> np.nd
     return np.sort(np.concatenate(keep))
 
 
-def _rows(x: Any, t: torch.Tensor) -> Any:
-    return {k: v[t] for k, v in x.items()} if isinstance(x, dict) else x[t]
-
-
 def _subset(ds: ArrayDataset, subset: float | None, test_subset: float | None) -> ArrayDataset:
     changes: dict[str, Any] = {}
     if subset is not None:
         idx = stratified_subset(ds.y_train.numpy(), subset)
         if idx.size < ds.y_train.shape[0]:
             t = torch.from_numpy(idx)
-            changes.update(x_train=_rows(ds.x_train, t), y_train=ds.y_train[t])
+            changes.update(x_train=take(ds.x_train, t), y_train=ds.y_train[t])
     if test_subset is not None:
         idx = stratified_subset(ds.y_test.numpy(), test_subset, seed=1)
         if idx.size < ds.y_test.shape[0]:
             t = torch.from_numpy(idx)
-            changes.update(x_test=_rows(ds.x_test, t), y_test=ds.y_test[t])
+            changes.update(x_test=take(ds.x_test, t), y_test=ds.y_test[t])
     return dataclasses.replace(ds, **changes) if changes else ds
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .dataset import ArrayDataset
+from .dataset import ArrayDataset, take
 
 OPTION = "data.path"
 
@@ -77,10 +77,6 @@ def _check(name: str, x: Any) -> Any:
     return x.float() if x.is_floating_point() else x
 
 
-def _take(x: Any, idx: torch.Tensor) -> Any:
-    return {k: v[idx] for k, v in x.items()} if isinstance(x, dict) else x[idx]
-
-
 def load_tensors(path: str, test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
     """The data set of a ``.pt`` / ``.npz`` file (see the module docstring)."""
     return from_arrays(_read(path), test_fraction, seed, source=repr(path))
@@ -101,7 +97,7 @@ def from_arrays(d: dict[str, Any], test_fraction: float = 0.2, seed: int = 0, so
             raise ConfigError("data.test_fraction", f"must be in (0, 1) to split 'x', 'y', got {test_fraction}")
         perm = torch.from_numpy(np.random.default_rng(seed).permutation(n))
         n_test = max(1, int(round(test_fraction * n)))
-        xs = [_take(x, perm[n_test:]), _take(x, perm[:n_test])]
+        xs = [take(x, perm[n_test:]), take(x, perm[:n_test])]
         ys = [y[perm[n_test:]], y[perm[:n_test]]]
     else:
         raise ConfigError(OPTION, f"{source} must hold x_train, y_train, x_test, y_test (or x, y); found: "

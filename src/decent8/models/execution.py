@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from .stacked import Inputs, StackedModel
+from .stacked import Inputs, StackedModel, take
 
 
 @dataclass
@@ -105,10 +105,6 @@ def saved_bytes_per_node(model: StackedModel, params: torch.Tensor, x: Inputs, y
     return total
 
 
-def _rows(x: Inputs, n: int) -> Inputs:
-    return {k: v[:n] for k, v in x.items()} if isinstance(x, dict) else x[:n]
-
-
 def probe(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.Tensor) -> None:
     """One node's loss and gradient on its first batch, so that a model whose outputs do
     not fit the loss (or a loss that is not a scalar per node) stops with one line
@@ -117,14 +113,14 @@ def probe(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.Tensor)
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state(params.device) if params.is_cuda else None
     try:
-        model.loss_and_grad(params[:1], _rows(x, 1), y[:1], chunk=1)
+        model.loss_and_grad(params[:1], take(x, slice(1)), y[:1], chunk=1)
     except ConfigError:
         raise
     except (RuntimeError, IndexError, ValueError, TypeError) as e:
         out_shape = "?"
         try:
             with torch.no_grad():
-                out_shape = str(tuple(model.forward(params[:1], _rows(x, 1), chunk=1).shape[2:]))
+                out_shape = str(tuple(model.forward(params[:1], take(x, slice(1)), chunk=1).shape[2:]))
         except Exception:
             pass
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
@@ -235,7 +231,7 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
             # k/c identical chunks: timing m = max(c, SAMPLE_NODES) nodes and scaling by k/m
             # gives the k-node time without running the small chunks over all k nodes
             m = min(k, max(c, SAMPLE_NODES))
-            p_m, x_m, y_m = params[:m], _rows(x, m), y[:m]
+            p_m, x_m, y_m = params[:m], take(x, slice(m)), y[:m]
             model.buffers = None if full_buffers is None else full_buffers[:m].clone()
             try:
                 model.loss_and_grad(p_m, x_m, y_m, chunk=c)  # warm-up

@@ -25,17 +25,11 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from ..data.dataset import take  # noqa: F401  (re-exported: models.stacked.take)
 from ..layout import ParamLayout
 from ..task import CrossEntropy, Task
 
 Inputs = Any  # a tensor, or a dict of tensors, each with the same leading axes
-
-
-def take(x: Inputs, index: Any) -> Inputs:
-    """``x[index]`` for a tensor or a dict of tensors."""
-    if isinstance(x, dict):
-        return {k: v[index] for k, v in x.items()}
-    return x[index]
 
 
 def batch_size(x: Inputs, dim: int = 0) -> int:
