@@ -7,22 +7,31 @@ interleaved in rounds in one process (the median over rounds is reported):
 
 * ``loop``    — ``sim.chunk=1``: a plain loop over the k nodes' plain modules;
 * ``vmap``    — ``sim.chunk=k``: one ``torch.func.vmap`` call over all k nodes;
-* ``auto``    — the chunk that ``sim.chunk=auto`` chose (timed at start-up);
-* ``legacy``  — the node-batched layers this project used before (grouped convolutions,
-  batched matmuls), imported from git history (``--legacy-rev``), when available, run by
-  today's engine, optimizer and Choco-SGD: only the model execution differs;
+* ``layers``  — ``sim.chunk=layers:k``: all k nodes through node-batched layers (one
+  grouped convolution / batched matmul per layer; models without such a form: —);
+* ``auto``    — what ``sim.chunk=auto`` chose (timed at start-up), e.g. ``8`` or ``layers:8``;
+* ``legacy``  — the node-batched layer *set* this project used before (model classes
+  written against them), imported from git history (``--legacy-rev``), when available,
+  run by today's engine, optimizer and Choco-SGD: only the model execution differs;
 * ``old pkg`` — the whole iteration of that old revision (its layers *and* its gossip:
-  Choco-SGD then kept its sums in float32, see docs/results/choco_numerics.md);
-* ``dist``    — (``--dist``) k processes of the distributed backend (gloo), the
-  per-step wall time of ``decent8 train backend=distributed`` on random data.
+  Choco-SGD then kept its sums in float32, see docs/results/choco_numerics.md).
+
+``--jobs N`` measures N cases at a time, each in its own process with one thread and
+the process-CPU-time clock, and prints the one table when all are done. ``--dist`` adds
+a second table (wall clock, all threads, measured alone after the first): one step of
+8 ResNet-20 nodes as the simulator (``auto``), as a Python loop over 8 models, and as 8
+processes of the distributed backend (gloo), the way the reference code runs.
 
     python benchmarks/stacking.py                    # the issue's table (long on 2 cores)
+    python benchmarks/stacking.py --jobs 2 --dist    # the same, two cases at a time, and the process table
     python benchmarks/stacking.py --cases cnn:8 cnn:64 --rounds 3
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -37,12 +46,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 import decent8  # noqa: E402
-from decent8.models.execution import choose_chunk  # noqa: E402
+from decent8.models.execution import choose_chunk, layers_mismatch  # noqa: E402
 
 #: model → (input shape, batch per node)
 MODELS = {"resnet20": ((3, 32, 32), 32), "vgg11": ((3, 32, 32), 32), "cnn": ((1, 8, 8), 16), "mlp": ((1, 8, 8), 16)}
-#: model → a data set of that input shape (the distributed column builds a real run's model)
-DATASETS = {"resnet20": "cifar10", "vgg11": "cifar10", "cnn": "digits", "mlp": "digits"}
 DEFAULT_CASES = ["resnet20:1", "resnet20:8", "resnet20:32", "vgg11:8", "cnn:8", "cnn:64", "cnn:256", "mlp:256"]
 
 
@@ -114,6 +121,11 @@ def timed(fn, steps: int, device: torch.device) -> float:
 
 def dist_step_time(model: str, k: int, steps: int) -> float:
     """Seconds per step of k gloo processes (``decent8 launch`` equivalent), from the ranks' own timing."""
+    shape, b = MODELS[model]
+    data = Path(tempfile.mkdtemp(prefix="d8data-")) / "random.pt"  # the model's input shape, random images
+    g = torch.Generator().manual_seed(0)
+    torch.save({"x_train": torch.randn(k * b, *shape, generator=g), "y_train": torch.randint(0, 10, (k * b,), generator=g),
+                "x_test": torch.randn(b, *shape, generator=g), "y_test": torch.arange(b) % 10}, data)
     code = f"""
 import sys, time, torch
 sys.path.insert(0, {str(REPO / 'src')!r})
@@ -121,7 +133,7 @@ from decent8.config import load_config
 from decent8.train.build import build
 from decent8.train.engine import Engine
 cfg = load_config(None, ["nodes={k}", "model={model}", "backend=distributed", "device=cpu",
-                        "data.name={DATASETS[model]}", "progress=false"])
+                        "data.name=tensors", "data.path={data}", "progress=false"])
 c = build(cfg)
 sm = c.model
 shape, b = {MODELS[model]!r}
@@ -148,6 +160,80 @@ c.comm.close()
     return float("nan")
 
 
+def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, device: torch.device,
+                 legacy_rev: str) -> dict[str, object]:
+    """Median seconds per iteration of every variant and of the one-model reference (interleaved rounds)."""
+    legacy = legacy_package(legacy_rev) if legacy_rev and k > 1 else None
+    x, y = batch(model, k, device)
+    ref_sm, _ = make_engine("decent8", model, 1, precision, device)
+    p1 = ref_sm.flat_parameters().unsqueeze(0)
+    xr, yr = x.reshape(1, -1, *x.shape[2:]), y.reshape(1, -1)
+    ref_sm.chunk = 1
+
+    def ref_step():
+        _, g = ref_sm.loss_and_grad(p1, xr, yr)
+        p1.sub_(g, alpha=1e-4)
+
+    variants, auto = {}, "—"
+    if k > 1:
+        for name, (execution, chunk) in (("loop", ("vmap", 1)), ("vmap", ("vmap", k)), ("layers", ("layers", k))):
+            sm, eng = make_engine("decent8", model, k, precision, device)
+            if execution == "layers" and layers_mismatch(sm, eng.params(), x):
+                continue
+            sm.execution, sm.chunk = execution, chunk
+            variants[name] = eng
+        sm, eng = make_engine("decent8", model, k, precision, device)
+        auto = choose_chunk(sm, eng.params(), x, y, "auto", steps=1, use_cache=False).spec
+        variants["auto"] = eng
+        if legacy is not None:
+            try:
+                variants["legacy"] = make_engine("decent8", model, k, precision, device, "decent8_legacy")[1]
+                variants["old pkg"] = make_engine("decent8_legacy", model, k, precision, device)[1]
+            except Exception:  # e.g. no 8-bit MLP there
+                pass
+    times: dict[str, list[float]] = {"ref": [], **{n: [] for n in variants}}
+    for _ in range(rounds):  # interleaved
+        times["ref"].append(timed(ref_step, steps, device))
+        for name, eng in variants.items():
+            times[name].append(timed(lambda e=eng: e.train_step(x, y, 1e-4), steps, device))
+    return {"model": model, "k": k, "precision": precision, "auto": auto,
+            "median_s": {n: statistics.median(v) for n, v in times.items()}}
+
+
+def _worker(args: tuple) -> dict[str, object]:
+    """One case in a fresh process: one thread, process CPU time."""
+    global CLOCK
+    torch.set_num_threads(1)
+    CLOCK = time.process_time
+    model, k, precision, rounds, steps, device, legacy_rev = args
+    return measure_case(model, k, precision, rounds, steps, torch.device(device), legacy_rev)
+
+
+def row(r: dict[str, object]) -> str:
+    med = r["median_s"]
+    ratio = lambda n: f"{med[n] / med['ref']:.2f}" if n in med else "—"  # noqa: E731
+    auto = f"{ratio('auto')} ({r['auto']})" if "auto" in med else "—"
+    return (f"| {r['model']} | {r['k']} | {r['precision']} | {med['ref']:.4f} | {ratio('loop')} | {ratio('vmap')} | "
+            f"{ratio('layers')} | {auto} | {ratio('legacy')} | {ratio('old pkg')} |")
+
+
+def process_table(k: int, steps: int, rounds: int, device: torch.device) -> None:
+    """Wall clock, all threads, nothing else running: 8 ResNet-20 nodes three ways."""
+    global CLOCK
+    CLOCK = time.perf_counter
+    model = "resnet20"
+    r = measure_case(model, k, "fp32", rounds, steps, device, "")
+    dist = dist_step_time(model, k, steps * rounds)
+    med = r["median_s"]
+    print(f"\n{k} ResNet-20 nodes, one iteration (fp32, wall clock, {torch.get_num_threads()} threads; "
+          f"distributed: {steps * rounds} steps after one warm-up)\n")
+    print("| execution | s / iteration | ratio to 1 model on the same batch | speed-up of the simulator |")
+    print("|---|---:|---:|---:|")
+    for name, t in ((f"simulator, auto ({r['auto']})", med["auto"]), ("Python loop over the k models", med["loop"]),
+                    (f"{k} processes, distributed backend (gloo)", dist)):
+        print(f"| {name} | {t:.3f} | {t / med['ref']:.2f} | {t / med['auto']:.2f}× |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="model:k pairs")
@@ -155,63 +241,40 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=2, help="timed iterations per measurement")
     ap.add_argument("--legacy-rev", default="5b6f763", help="git revision with the node-batched layers ('' = none)")
-    ap.add_argument("--dist", action="store_true", help="also time k gloo processes for resnet20:8")
+    ap.add_argument("--dist", action="store_true", help="also the process table: 8 ResNet-20 nodes as k gloo processes")
+    ap.add_argument("--jobs", type=int, default=1, help="cases measured at a time (each: own process, one thread)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--clock", choices=["auto", "wall", "cpu"], default="auto",
                     help="wall time, or this process's CPU time (auto: CPU time on a CPU device with 1 thread)")
     args = ap.parse_args()
     device = torch.device(args.device)
     global CLOCK
-    use_cpu = args.clock == "cpu" or (args.clock == "auto" and device.type == "cpu" and torch.get_num_threads() == 1
-                                      and not args.dist)  # k processes: only wall time compares
+    use_cpu = args.jobs > 1 or args.clock == "cpu" or (args.clock == "auto" and device.type == "cpu"
+                                                        and torch.get_num_threads() == 1)
     CLOCK = time.process_time if use_cpu else time.perf_counter
-    legacy = legacy_package(args.legacy_rev) if args.legacy_rev else None
-    print(f"# decent8 {decent8.__version__}, torch {torch.__version__}, {device}, {torch.get_num_threads()} threads, "
-          f"legacy={'decent8@' + args.legacy_rev if legacy else 'n/a'}; median of {args.rounds} rounds × {args.steps} steps; "
-          f"clock={'process CPU time' if use_cpu else 'wall'}")
-    print("| model | k | precision | 1 model (s) | loop | vmap | auto (c) | legacy | old pkg | dist |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    for case in args.cases:
-        model, k = case.split(":")[0], int(case.split(":")[1])
-        for precision in args.precisions:
-            x, y = batch(model, k, device)
-            ref_sm, _ = make_engine("decent8", model, 1, precision, device)
-            p1 = ref_sm.flat_parameters().unsqueeze(0)
-            xr, yr = x.reshape(1, -1, *x.shape[2:]), y.reshape(1, -1)
-            ref_sm.chunk = 1
-
-            def ref_step():
-                _, g = ref_sm.loss_and_grad(p1, xr, yr)
-                p1.sub_(g, alpha=1e-4)
-
-            variants = {}
-            if k > 1:
-                for name, chunk in (("loop", 1), ("vmap", k)):
-                    sm, eng = make_engine("decent8", model, k, precision, device)
-                    sm.chunk = chunk
-                    variants[name] = eng
-                sm, eng = make_engine("decent8", model, k, precision, device)
-                choice = choose_chunk(sm, eng.params(), x, y, "auto", steps=1, use_cache=False)
-                variants["auto"] = eng
-                if legacy is not None:
-                    try:
-                        variants["legacy"] = make_engine("decent8", model, k, precision, device, "decent8_legacy")[1]
-                        variants["old pkg"] = make_engine("decent8_legacy", model, k, precision, device)[1]
-                    except Exception:  # e.g. no 8-bit MLP there
-                        pass
-            times: dict[str, list[float]] = {"ref": [], **{n: [] for n in variants}}
-            for _ in range(args.rounds):  # interleaved
-                times["ref"].append(timed(ref_step, args.steps, device))
-                for name, eng in variants.items():
-                    times[name].append(timed(lambda e=eng: e.train_step(x, y, 1e-4), args.steps, device))
-            med = {n: statistics.median(v) for n, v in times.items()}
-            ratio = lambda n: f"{med[n] / med['ref']:.2f}" if n in med else "—"  # noqa: E731
-            dist = "—"
-            if args.dist and model == "resnet20" and k == 8 and precision == "fp32":
-                dist = f"{dist_step_time(model, k, args.steps) / med['ref']:.2f}"
-            auto = f"{ratio('auto')} ({choice.chunk})" if k > 1 else "—"
-            print(f"| {model} | {k} | {precision} | {med['ref']:.4f} | {ratio('loop')} | {ratio('vmap')} | {auto} | "
-                  f"{ratio('legacy')} | {ratio('old pkg')} | {dist} |", flush=True)
+    cases = [(c.split(":")[0], int(c.split(":")[1]), p) for c in args.cases for p in args.precisions]
+    print(f"# decent8 {decent8.__version__}, torch {torch.__version__}, {device}, "
+          f"{'1 thread per case, ' + str(args.jobs) + ' cases at a time' if args.jobs > 1 else str(torch.get_num_threads()) + ' threads'}, "
+          f"legacy=decent8@{args.legacy_rev or 'n/a'}; median of {args.rounds} rounds × {args.steps} steps; "
+          f"clock={'process CPU time' if use_cpu else 'wall'}; ratio to 1 model on the same total batch")
+    header = ["| model | k | precision | 1 model (s) | loop | vmap | layers | auto (choice) | legacy | old pkg |",
+              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    if args.jobs > 1:
+        work = [(m, k, p, args.rounds, args.steps, args.device, args.legacy_rev) for m, k, p in cases]
+        with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_worker, w) for w in work]
+            for (m, k, p), f in zip(cases, futures):
+                f.add_done_callback(lambda _f, c=f"{m}:{k} {p}": print(f"# done {c}", file=sys.stderr, flush=True))
+            rows = [f.result() for f in futures]
+        print("\n".join(header))
+        for r in rows:
+            print(row(r))
+    else:
+        print("\n".join(header))
+        for m, k, p in cases:
+            print(row(measure_case(m, k, p, args.rounds, args.steps, device, args.legacy_rev)), flush=True)
+    if args.dist:
+        process_table(8, args.steps, args.rounds, device)
 
 
 if __name__ == "__main__":

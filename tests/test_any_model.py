@@ -125,7 +125,8 @@ def test_auto_chunk_records_choice_and_leaves_state(tmp_path):
     assert code == 0
     ex = json.loads((tmp_path / "auto" / "execution.json").read_text())
     cfg = (tmp_path / "auto" / "config.yaml").read_text()
-    assert ex["requested"] == "auto" and f"chunk: '{ex['chunk']}'" in cfg
+    import yaml
+    assert ex["requested"] == "auto" and yaml.safe_load(cfg)["sim"]["chunk"] == ex["spec"]
 
 
 @pytest.mark.slow

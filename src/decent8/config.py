@@ -127,7 +127,7 @@ class MarsitConfig:
 @dataclass
 class SimConfig:
     """How the simulator executes the k nodes' models (models/stacked.py)."""
-    chunk: str = "auto"             # nodes per vectorized (vmap) call: auto (timed at start-up) | 1 (a plain loop) | N
+    chunk: str = "auto"             # auto (timed at start-up) | N nodes per torch.func.vmap call (1 = a plain loop) | layers:N (N nodes through node-batched layers)
 
 
 @dataclass

@@ -41,6 +41,13 @@ class Task:
         """Number of correct predictions per model of ``outputs[m, N, ...]`` (classification only)."""
         raise NotImplementedError
 
+    def losses(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Per-node losses ``[m]`` of ``outputs[m, b, ...]`` against ``targets[m, b, ...]``."""
+        try:
+            return vmap(self.loss)(outputs, targets)
+        except Exception:  # a user loss that vmap cannot batch: one node at a time
+            return torch.stack([self.loss(o, t) for o, t in zip(outputs, targets)])
+
     def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(loss·N, correct)`` per model, each ``[m]``, for ``outputs[m, N, ...]`` on one batch."""
         n = targets.shape[0]
@@ -60,6 +67,11 @@ class CrossEntropy(Task):
 
     def correct(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return (outputs.argmax(-1) == targets).reshape(outputs.shape[0], -1).sum(1)
+
+    def losses(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        m = outputs.shape[0]
+        per_sample = F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1), reduction="none")
+        return per_sample.view(m, -1).mean(1)
 
     def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         m, n = outputs.shape[0], targets.shape[0]

@@ -1,7 +1,11 @@
-"""Choosing how the simulator executes k nodes: ``sim.chunk=auto|<int>`` (ARCHITECTURE "Models").
+"""Choosing how the simulator executes k nodes: ``sim.chunk=auto|<int>|layers:<int>`` (ARCHITECTURE "Models").
 
 Candidates are chunks of c = 1 (a plain loop over nodes), 2, 4, … and k nodes per
-``torch.func.vmap`` call. ``auto`` times a few real training steps
+``torch.func.vmap`` call, and — for models made of the layers of
+:mod:`.node_batched` (the digits CNN, the MLP, user models of plain conv / linear /
+activation / pooling layers), whose outputs on the first batch equal the per-node
+loop's — chunks of c ≥ 2 nodes through node-batched layers (``layers:c``: one grouped
+convolution / batched matmul per layer). ``auto`` times a few real training steps
 (:meth:`~.stacked.StackedModel.loss_and_grad` on a real batch) of each candidate whose
 activations fit in memory — on the first max(c, 64) nodes, scaled by k / that count (a
 step is k/c identical chunks, so this is its time without looping the small chunks over
@@ -31,6 +35,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
+from . import node_batched
 from .stacked import Inputs, StackedModel, take
 
 
@@ -41,29 +46,80 @@ class ExecutionChoice:
     requested: str
     chunk: int
     nodes: int
+    #: ``vmap`` (c = 1: the plain loop) or ``layers`` (node-batched layers)
+    execution: str = "vmap"
     saved_bytes_per_node: int = 0
     memory_budget_bytes: int = 0
     seconds_per_step: dict[str, float] = field(default_factory=dict)
     #: why vmap chunks were not candidates (the model cannot run under torch.func.vmap), if so
     vmap_unsupported: str = ""
+    #: why node-batched layers were not candidates, if so
+    layers_unsupported: str = ""
     #: True when ``auto`` reused this machine's earlier decision (no timing)
     cached: bool = False
 
+    @property
+    def spec(self) -> str:
+        """The ``sim.chunk`` value that reproduces this choice (``8``, ``layers:8``)."""
+        return spec_of(self.execution, self.chunk)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "spec": self.spec}
+
+
+def spec_of(execution: str, chunk: int) -> str:
+    return f"layers:{chunk}" if execution == "layers" else str(chunk)
+
+
+def parse_execution(value: object) -> tuple[str, int] | None:
+    """``sim.chunk``: None for ``auto``, else ``(execution, c)``: ``("vmap", c)`` for a whole
+    number c (c = 1: the plain loop), ``("layers", c)`` for ``layers:c`` (one line naming
+    the option otherwise)."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    execution, _, number = text.rpartition(":") if text.startswith("layers:") else ("vmap", "", text)
+    try:
+        c = int(number) if not isinstance(value, bool) else -1
+    except ValueError:
+        c = -1
+    if c < 1 or number not in (str(c), f"{c}.0"):
+        raise ConfigError("sim.chunk", "must be auto, a positive whole number of nodes per torch.func.vmap call "
+                                       f"(1 = a plain loop), or layers:N (N nodes through node-batched layers), got {value!r}")
+    return execution, c
 
 
 def parse_chunk(value: object) -> int | None:
-    """``sim.chunk``: None for ``auto``, else a positive int (one line naming the option otherwise)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return None
+    """The chunk size of a ``sim.chunk`` value (None for ``auto``); see :func:`parse_execution`."""
+    parsed = parse_execution(value)
+    return None if parsed is None else parsed[1]
+
+
+def layers_mismatch(model: StackedModel, params: torch.Tensor, x: Inputs) -> str:
+    """Why the node-batched layers cannot run this model ("" when they can): a layer
+    without a node-batched form, or eval-mode outputs on the first batch (first ≤ 4
+    nodes) that differ from the per-node loop's (a ``forward`` that mixes nodes' samples)."""
+    reason = node_batched.unsupported(model.module)
+    if reason:
+        return reason
+    m = min(params.shape[0], 4)
+    saved = model.execution, model.chunk
+    buffers = None if model.buffers is None else model.buffers[:m].clone()
+    model.module.eval()
     try:
-        c = int(str(value).strip()) if not isinstance(value, bool) else -1
-    except ValueError:
-        c = -1
-    if c < 1 or str(value).strip() not in (str(c), f"{c}.0"):
-        raise ConfigError("sim.chunk", f"must be auto or a positive whole number of nodes per vectorized call, got {value!r}")
-    return c
+        with torch.no_grad():
+            model.execution, model.chunk = "vmap", 1
+            ref = model.forward(params[:m], take(x, slice(m)), buffers)
+            model.execution, model.chunk = "layers", m
+            out = model.forward(params[:m], take(x, slice(m)), buffers)
+    except (RuntimeError, ValueError, TypeError, IndexError) as e:
+        return f"the node-batched forward fails ({_first_line(e)})"
+    finally:
+        model.execution, model.chunk = saved
+        model.module.train()
+    if out.shape != ref.shape or not torch.allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, ref.abs().max().item())):
+        return "its outputs differ from the per-node loop's (the model's forward mixes samples of different nodes)"
+    return ""
 
 
 def available_memory(device: torch.device) -> int:
@@ -160,17 +216,17 @@ def _cache_file() -> "os.PathLike[str]":
     return default_cache_dir() / "execution.json"
 
 
-def cached_decision(key: str) -> int | None:
+def cached_decision(key: str) -> tuple[str, int] | None:
     try:
         with open(_cache_file(), encoding="utf-8") as f:
-            value = json.load(f).get(key)
-    except (OSError, ValueError, AttributeError):
+            return parse_execution(json.load(f)[key])
+    except (OSError, ValueError, AttributeError, KeyError, TypeError, ConfigError):
         return None
-    return int(value) if isinstance(value, int) and value >= 1 else None
 
 
-def remember_decision(key: str, chunk: int) -> None:
-    """Add ``key → chunk`` to the cache file (atomic replace; an unwritable cache is skipped)."""
+def remember_decision(key: str, spec: str) -> None:
+    """Add ``key → spec`` (a ``sim.chunk`` value) to the cache file (atomic replace; an
+    unwritable cache is skipped)."""
     from ..atomic import atomic_write_text
     path = _cache_file()
     try:
@@ -180,7 +236,7 @@ def remember_decision(key: str, chunk: int) -> None:
             table = {}
     except (OSError, ValueError):
         table = {}
-    table[key] = int(chunk)
+    table[key] = spec
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write_text(path, json.dumps(table, indent=1, sort_keys=True) + "\n")
@@ -190,21 +246,27 @@ def remember_decision(key: str, chunk: int) -> None:
 
 def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.Tensor, requested: object = "auto",
                  steps: int = 2, memory_fraction: float = 0.5, use_cache: bool = True) -> ExecutionChoice:
-    """Set ``model.chunk`` for training ``params[k, d]`` on batches like ``x[k, b, …]``.
+    """Set ``model.chunk`` and ``model.execution`` for training ``params[k, d]`` on batches like ``x[k, b, …]``.
 
-    ``requested`` is the ``sim.chunk`` value: an int is used as it is (capped at k);
-    ``auto`` reuses this machine's cached decision or times the candidates (and caches
-    the winner). Model buffers and RNG states are restored afterwards.
+    ``requested`` is the ``sim.chunk`` value: ``N`` or ``layers:N`` is used as it is
+    (capped at k); ``auto`` reuses this machine's cached decision or times the
+    candidates (and caches the winner). Model buffers and RNG states are restored afterwards.
     """
     k = params.shape[0]
-    fixed = parse_chunk(requested)
+    fixed = parse_execution(requested)
     probe(model, params, x, y)
     buffers = model.buffers_state()
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state(params.device) if params.is_cuda else None
     if fixed is not None or k == 1:
-        c = min(fixed or 1, k)
-        if c > 1:
+        execution, c = fixed or ("vmap", 1)
+        c = min(c, k)
+        execution = execution if c > 1 else "vmap"  # one node: the plain module
+        if execution == "layers":
+            reason = layers_mismatch(model, params, x)
+            if reason:
+                raise ConfigError("sim.chunk", f"layers:{c} cannot run this model: {reason}; use auto or a number")
+        elif c > 1:
             try:
                 model.loss_and_grad(params, x, y, chunk=c)
             except VMAP_ERRORS as e:
@@ -212,13 +274,14 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
                                                f"({_first_line(e)}); use sim.chunk=1 (a loop) or auto") from None
             finally:
                 _restore(model, buffers, cpu_rng, cuda_rng, params)
-        model.chunk = c
-        return ExecutionChoice(str(requested), model.chunk, k)
+        model.chunk, model.execution = c, execution
+        return ExecutionChoice(str(requested), c, k, execution)
     key = decision_key(model, params, x)
     known = cached_decision(key) if use_cache else None
-    if known is not None and known <= k:
-        model.chunk = known
-        return ExecutionChoice("auto", known, k, cached=True)
+    if known is not None and known[1] <= k:
+        model.execution, model.chunk = known
+        return ExecutionChoice("auto", known[1], k, known[0], cached=True)
+    layers_reason = layers_mismatch(model, params, x)
     try:
         per_node = saved_bytes_per_node(model, params, x, y)
         budget = int(available_memory(params.device) * memory_fraction)
@@ -227,44 +290,55 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
         unsupported = ""
         full_buffers = model.buffers
         clock = step_clock(params.device)
-        for c in candidates(k, limit):
-            # k/c identical chunks: timing m = max(c, SAMPLE_NODES) nodes and scaling by k/m
-            # gives the k-node time without running the small chunks over all k nodes
-            m = min(k, max(c, SAMPLE_NODES))
-            p_m, x_m, y_m = params[:m], take(x, slice(m)), y[:m]
-            model.buffers = None if full_buffers is None else full_buffers[:m].clone()
-            try:
-                model.loss_and_grad(p_m, x_m, y_m, chunk=c)  # warm-up
-                _sync(params)
-                t0 = clock()
-                for _ in range(steps):
-                    model.loss_and_grad(p_m, x_m, y_m, chunk=c)
-                _sync(params)
-            except torch.OutOfMemoryError:
-                break
-            except VMAP_ERRORS as e:
-                if c == 1:
-                    raise
-                unsupported = _first_line(e)  # the model does not run under vmap: the loop it is
-                break
-            finally:
-                model.buffers = full_buffers
-            timings[str(c)] = (clock() - t0) / steps * (k / m)
-            best = min(timings.values())
-            if timings[str(c)] > 2.0 * best and len(timings) >= 3:
-                break  # past the optimum and getting worse
-        chunk = int(min(timings, key=timings.__getitem__))
+        families = [("vmap", candidates(k, limit))]
+        if not layers_reason:
+            families.append(("layers", [c for c in candidates(k, limit) if c > 1]))
+        for execution, sizes in families:
+            model.execution = execution
+            tried = 0
+            for c in sizes:
+                # k/c identical chunks: timing m = max(c, SAMPLE_NODES) nodes and scaling by k/m
+                # gives the k-node time without running the small chunks over all k nodes
+                m = min(k, max(c, SAMPLE_NODES))
+                p_m, x_m, y_m = params[:m], take(x, slice(m)), y[:m]
+                model.buffers = None if full_buffers is None else full_buffers[:m].clone()
+                try:
+                    model.loss_and_grad(p_m, x_m, y_m, chunk=c)  # warm-up
+                    _sync(params)
+                    t0 = clock()
+                    for _ in range(steps):
+                        model.loss_and_grad(p_m, x_m, y_m, chunk=c)
+                    _sync(params)
+                except torch.OutOfMemoryError:
+                    break
+                except VMAP_ERRORS as e:
+                    if c == 1:
+                        raise
+                    if execution == "layers":
+                        layers_reason = f"the node-batched step fails ({_first_line(e)})"
+                    else:
+                        unsupported = _first_line(e)  # the model does not run under vmap: the loop it is
+                    break
+                finally:
+                    model.buffers = full_buffers
+                name = spec_of(execution, c)
+                timings[name] = (clock() - t0) / steps * (k / m)
+                tried += 1
+                if timings[name] > 2.0 * min(timings.values()) and tried >= 3:
+                    break  # past the optimum and getting worse
+        execution, chunk = parse_execution(min(timings, key=timings.__getitem__)) or ("vmap", 1)
     finally:
+        model.execution = "vmap"
         _restore(model, buffers, cpu_rng, cuda_rng, params)
-    model.chunk = chunk
+    model.execution, model.chunk = execution, chunk
     if use_cache:
-        remember_decision(key, chunk)
-    return ExecutionChoice("auto", chunk, k, per_node, budget, timings, unsupported)
+        remember_decision(key, spec_of(execution, chunk))
+    return ExecutionChoice("auto", chunk, k, execution, per_node, budget, timings, unsupported, layers_reason)
 
 
 #: part of the cache key: decisions of an earlier way of choosing are not reused
-#: (2: sampled timing, process CPU time, one node's memory estimate)
-CHOOSER_VERSION = 2
+#: (2: sampled timing, process CPU time, one node's memory estimate; 3: node-batched layers)
+CHOOSER_VERSION = 3
 
 #: ``auto`` times a chunk of c nodes on max(c, SAMPLE_NODES) of the k nodes (scaled to k)
 SAMPLE_NODES = 64
@@ -300,4 +374,4 @@ def _sync(t: torch.Tensor) -> None:
         torch.cuda.synchronize(t.device)
 
 
-__all__ = ["ExecutionChoice", "parse_chunk", "probe", "choose_chunk", "candidates", "saved_bytes_per_node", "available_memory"]
+__all__ = ["ExecutionChoice", "parse_chunk", "parse_execution", "layers_mismatch", "spec_of", "probe", "choose_chunk", "candidates", "saved_bytes_per_node", "available_memory"]

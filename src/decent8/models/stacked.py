@@ -12,9 +12,11 @@ They are not gossiped; the averaged model is evaluated with the node-averaged bu
 Execution: the k nodes run in chunks of ``c`` nodes (:attr:`StackedModel.chunk`). A
 chunk of c > 1 is one ``torch.func.vmap`` call over the chunk's parameter rows
 (``randomness="different"``: every node draws its own dropout masks and dither); c = 1
-is a plain loop over nodes without vmap. The math does not depend on c; the speed
-does, by model, node count and device — :func:`decent8.models.execution.choose_chunk`
-measures it (``sim.chunk=auto``). Inputs are tensors or dicts of tensors with a
+is a plain loop over nodes without vmap. Models made of the layers of
+:mod:`.node_batched` can also run a chunk through node-batched layers (one grouped
+convolution / batched matmul per layer; :attr:`StackedModel.execution` ``"layers"``).
+The math does not depend on c or on the execution; the speed does, by model, node count
+and device — :func:`decent8.models.execution.choose_chunk` measures it (``sim.chunk=auto``). Inputs are tensors or dicts of tensors with a
 leading node axis ``[k, b, ...]``; the loss comes from a :class:`~decent8.task.Task`.
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from torch.func import functional_call, vmap
 from ..data.dataset import take  # noqa: F401  (re-exported: models.stacked.take)
 from ..layout import ParamLayout
 from ..task import CrossEntropy, Task
+from .node_batched import node_batched
 
 Inputs = Any  # a tensor, or a dict of tensors, each with the same leading axes
 
@@ -45,6 +48,9 @@ class StackedModel:
         self.device = torch.device(device)
         self.task = task or CrossEntropy()
         self.chunk = int(chunk)
+        #: how a chunk of c > 1 nodes runs: ``"vmap"`` (one torch.func.vmap call) or
+        #: ``"layers"`` (node-batched layers, :mod:`.node_batched`)
+        self.execution = "vmap"
         self.layout = ParamLayout.from_module(self.module)
         named = [(n, b) for n, b in self.module.named_buffers() if b.is_floating_point()]
         #: layout of the per-model buffers (None when the module has none)
@@ -111,10 +117,13 @@ class StackedModel:
         if buffers is None or self.buffer_layout is None:
             return {}
         named = self.buffer_layout.unflatten(buffers[i0:i1])
-        return named if c == 1 else {n: v.clone() for n, v in named.items()}
+        return {n: v.clone() for n, v in named.items()} if self._vmapped(c) else named
+
+    def _vmapped(self, c: int) -> bool:
+        return c > 1 and self.execution == "vmap"
 
     def _write_back(self, buffers: torch.Tensor | None, bufs: dict[str, torch.Tensor], i0: int, i1: int, c: int) -> None:
-        if c == 1 or buffers is None or self.buffer_layout is None:
+        if not self._vmapped(c) or buffers is None or self.buffer_layout is None:
             return
         with torch.no_grad():
             for slot in self.buffer_layout:
@@ -135,6 +144,23 @@ class StackedModel:
             out = fn(row, *sliced)
             return _unsqueeze(out)
         return vmap(fn, in_dims=(0,) + in_dims, randomness="different")(named, *args)
+
+    def _layers_forward(self, named: dict[str, torch.Tensor], x: Inputs, m: int, shared: bool = False) -> torch.Tensor:
+        """Outputs ``[m, b, ...]`` of m nodes through node-batched layers: their samples
+        merged sample-major into one batch (``shared``: the same ``x[N, ...]`` for every node)."""
+        with node_batched(self.module, m):
+            out = self._forward_fn(named, _merge_nodes(x, m, shared))
+        return out.view(-1, m, *out.shape[1:]).transpose(0, 1)
+
+    def _chunk_forward(self, named: dict[str, torch.Tensor], x: Inputs, m: int, c: int, shared: bool = False):
+        if self.execution == "layers":
+            return self._layers_forward(named, x, m, shared)
+        return self._apply(self._forward_fn, named, (x,), (None if shared else 0,), c == 1)
+
+    def _chunk_loss(self, named: dict[str, torch.Tensor], x: Inputs, y: torch.Tensor, m: int, c: int) -> torch.Tensor:
+        if self.execution == "layers":
+            return self.task.losses(self._layers_forward(named, x, m), y)
+        return self._apply(self._loss_fn, named, (x, y), (0, 0), c == 1)
 
     def _forward_fn(self, named: dict[str, torch.Tensor], x: Inputs) -> torch.Tensor:
         if isinstance(x, dict):  # keyword inputs (input_ids=…, attention_mask=…)
@@ -157,7 +183,7 @@ class StackedModel:
         for i0, i1 in self._chunks(k, c):
             named = self.layout.unflatten(params[i0:i1])
             bufs = self._chunk_buffers(buffers, i0, i1, c)
-            outs.append(self._apply(self._forward_fn, {**named, **bufs}, (take(x, slice(i0, i1)),), (0,), c == 1))
+            outs.append(self._chunk_forward({**named, **bufs}, take(x, slice(i0, i1)), i1 - i0, c))
             self._write_back(buffers, bufs, i0, i1, c)
         return torch.cat(outs, 0)
 
@@ -179,7 +205,7 @@ class StackedModel:
             leaves = {n: v.detach().requires_grad_(True) for n, v in self.layout.unflatten(params[i0:i1]).items()}
             bufs = self._chunk_buffers(buffers, i0, i1, c)
             with torch.enable_grad():
-                loss = self._apply(self._loss_fn, {**leaves, **bufs}, (take(x, slice(i0, i1)), y[i0:i1]), (0, 0), c == 1)
+                loss = self._chunk_loss({**leaves, **bufs}, take(x, slice(i0, i1)), y[i0:i1], i1 - i0, c)
                 self._write_back(buffers, bufs, i0, i1, c)
                 check_loss(loss, i1 - i0)
                 gs = torch.autograd.grad(loss.sum(), list(leaves.values()), allow_unused=True)
@@ -209,13 +235,22 @@ class StackedModel:
             rows = []
             for i0, i1 in self._chunks(k):
                 named = self._named(params[i0:i1], None if buffers is None else buffers[i0:i1])
-                single = self.chunk == 1
-                parts = [self._apply(self._forward_fn, named, (take(x, slice(j, j + chunk)),), (None,), single)
+                parts = [self._chunk_forward(named, take(x, slice(j, j + chunk)), i1 - i0, self.chunk, shared=True)
                          for j in range(0, n, chunk)]
                 rows.append(torch.cat(parts, 1))
             return torch.cat(rows, 0)
         finally:
             self.module.train()
+
+
+def _merge_nodes(x: Inputs, m: int, shared: bool) -> Inputs:
+    """``x[m, b, ...]`` as one batch ``[b·m, ...]``, sample-major (row ``s·m + i`` is node
+    i's sample s); ``shared``: the same ``x[N, ...]`` for all m nodes."""
+    if isinstance(x, dict):
+        return {n: _merge_nodes(v, m, shared) for n, v in x.items()}
+    if shared:
+        return x.unsqueeze(1).expand(x.shape[0], m, *x.shape[1:]).reshape(m * x.shape[0], *x.shape[1:])
+    return x.transpose(0, 1).reshape(m * x.shape[1], *x.shape[2:])
 
 
 def model_output(out: Any) -> torch.Tensor:

@@ -335,12 +335,14 @@ class _QuantizeWhole(torch.autograd.Function):
 _QuantizeWholePlain = _plain_twin(_QuantizeWhole)
 
 
-def quantize_tensor(x: torch.Tensor, bits: int = 8, stochastic: bool = False) -> torch.Tensor:
+def quantize_tensor(x: torch.Tensor, bits: int = 8, stochastic: bool = False,
+                    node_dim: int | None = None) -> torch.Tensor:
     """Weights, biases, norm parameters, normalising scales: the tensor's own min/max
-    (one range per node), deterministic rounding by default, straight-through backward."""
+    (one range per node: per slice along ``node_dim`` when the tensor stacks several
+    nodes' copies), deterministic rounding by default, straight-through backward."""
     if x.dim() == 0:
         return x
-    return _apply(_QuantizeWhole, _QuantizeWholePlain, x, bits, stochastic, None)
+    return _apply(_QuantizeWhole, _QuantizeWholePlain, x, bits, stochastic, node_dim)
 
 
 class _QuantizeGrad(torch.autograd.Function):
@@ -374,12 +376,13 @@ def _requires_grad(x: torch.Tensor) -> bool:
     return x.requires_grad
 
 
-def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True) -> torch.Tensor:
+def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True, node_dim: int | None = None) -> torch.Tensor:
     """Identity forward; in backward the incoming gradient is quantized to ``bits``
-    with the node's whole-tensor range (stochastic rounding by default)."""
+    with the node's whole-tensor range (per slice along ``node_dim`` when given;
+    stochastic rounding by default)."""
     if not torch.is_grad_enabled() or not _requires_grad(x):
         return x
-    return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, None)
+    return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim)
 
 
 __all__ = [

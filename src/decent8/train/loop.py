@@ -124,7 +124,7 @@ def choose_execution(c: Components, augment) -> ExecutionChoice:
     config, so ``config.yaml`` reruns the run with the same execution."""
     choice = choose_chunk(c.model, *first_batch(c, augment), c.cfg.sim.chunk)
     if c.comm.k == c.comm.num_nodes:  # the simulator (one process per node always runs c = 1)
-        c.cfg.sim.chunk = str(choice.chunk)
+        c.cfg.sim.chunk = choice.spec
     return choice
 
 
@@ -409,6 +409,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "model": cfg.model.name if given.get("module") is None else type(c.model.module).__name__,
         "loss": c.model.task.name,
         "sim_chunk": c.model.chunk,
+        "sim_execution": c.model.execution,
         "precision": cfg.precision,
         "norm": cfg.model.norm,
         "parameters": c.model.dim,
