@@ -118,13 +118,14 @@ def test_sim_chunk_grammar():
 
 def test_auto_times_the_layers_and_the_run_records_them(tmp_path):
     torch.manual_seed(0)
-    x, y = torch.randn(128, 1, 8, 8), torch.randint(0, 3, (128,))
+    x, y = torch.randn(256, 1, 8, 8), torch.randint(0, 3, (256,))
     runs = {}
     for spec in ("1", "layers:4"):
-        r = decent8.train(lambda: PlainNet(), (x, y, x[:16], y[:16]), nodes=4, epochs=2, sim__chunk=spec,
+        r = decent8.train(lambda: PlainNet(), (x, y, x[:16], y[:16]), nodes=4, epochs=5, sim__chunk=spec,
                           algorithm="choco", compression="identity", data__batch_size=16, checkpoint=False,
                           algorithm__consensus_rounds=0, out_dir=str(tmp_path), name=f"c{spec}", seed=1)
         runs[spec] = r
+    assert runs["1"].summary["steps"] == 20
     assert runs["layers:4"].summary["sim_execution"] == "layers" and runs["1"].summary["sim_execution"] == "vmap"
     assert torch.allclose(runs["1"].parameters, runs["layers:4"].parameters, atol=1e-5)
     sm, params = _stacked(PlainNet(), 4)

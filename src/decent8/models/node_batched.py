@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..nn import norms
-from ..quant.layers import ActQuant, Add, QAdd, QConv2d, QLinear, update_running
+from ..quant.layers import ActQuant, Add, QAdd, QConv2d, QLinear
 from ..quant.quantizer import quantize_grad, quantize_ste, quantize_tensor
 
 
@@ -48,21 +48,16 @@ def _per_node_grad(x: torch.Tensor, c: int, bits: int, stochastic: bool) -> torc
 
 
 def _act_quant(m: ActQuant, c: int, x: torch.Tensor) -> torch.Tensor:
-    s = m.spec
     xs = x.reshape(-1, c, x[0].numel())  # [b, c, features]
-    if m.training:
+
+    def per_node_range() -> tuple[torch.Tensor, torch.Tensor]:
         d = xs.detach()
         if x.dim() == 1:  # one value per sample: the range is the batch mean (as sample_mean_range)
-            mn = mx = d.mean(dim=(0, 2))
-        else:
-            mn, mx = d.amin(2).mean(0), d.amax(2).mean(0)
-        update_running(m.running_min, mn, s.momentum)
-        update_running(m.running_max, mx, s.momentum)
-        stochastic = s.stochastic
-    else:
-        mn, mx = m.running_min, m.running_max
-        stochastic = s.eval_stochastic
-    return quantize_ste(xs, mn.reshape(1, c, 1), mx.reshape(1, c, 1), s.bits, stochastic).view_as(x)
+            return d.mean(dim=(0, 2)), d.mean(dim=(0, 2))
+        return d.amin(2).mean(0), d.amax(2).mean(0)
+
+    mn, mx, stochastic = m.quant_range(per_node_range)
+    return quantize_ste(xs, mn.reshape(1, c, 1), mx.reshape(1, c, 1), m.spec.bits, stochastic).view_as(x)
 
 
 def _quantized_params(m: nn.Module, x: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:

@@ -25,6 +25,8 @@ module transform that turns a float model into this form is :mod:`.transform`.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -47,17 +49,22 @@ class ActQuant(nn.Module):
         self.register_buffer("running_min", torch.zeros(()))
         self.register_buffer("running_max", torch.zeros(()))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def quant_range(self, batch_range: Callable[[], tuple[torch.Tensor, torch.Tensor]]
+                    ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """``(min, max, stochastic)`` to quantize with: in training the batch range
+        (``batch_range()``; the running buffers are updated with it), at evaluation the
+        running range."""
         s = self.spec
         if self.training:
-            mn, mx = sample_mean_range(x)
+            mn, mx = batch_range()
             update_running(self.running_min, mn, s.momentum)
             update_running(self.running_max, mx, s.momentum)
-            stochastic = s.stochastic
-        else:
-            mn, mx = self.running_min, self.running_max
-            stochastic = s.eval_stochastic
-        return quantize_ste(x, mn, mx, s.bits, stochastic)
+            return mn, mx, s.stochastic
+        return self.running_min, self.running_max, s.eval_stochastic
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mn, mx, stochastic = self.quant_range(lambda: sample_mean_range(x))
+        return quantize_ste(x, mn, mx, self.spec.bits, stochastic)
 
     def extra_repr(self) -> str:
         return f"bits={self.spec.bits}"
