@@ -29,9 +29,9 @@ processes of the distributed backend (gloo), the way the reference code runs.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import importlib
-import multiprocessing
+import json
+import math
 import os
 import statistics
 import subprocess
@@ -108,7 +108,7 @@ CLOCK = time.perf_counter
 
 
 def timed(fn, steps: int, device: torch.device) -> float:
-    fn()
+    """Seconds per call of ``fn`` over ``steps`` calls (after whatever warm-up the caller did)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     t0 = CLOCK()
@@ -117,6 +117,12 @@ def timed(fn, steps: int, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return (CLOCK() - t0) / steps
+
+
+def steps_for(fn, steps: int, min_seconds: float, device: torch.device) -> int:
+    """One warm-up call of ``fn``; the number of timed calls that lasts about ``min_seconds`` (at least ``steps``)."""
+    first = timed(fn, 1, device)
+    return max(steps, math.ceil(min_seconds / max(first, 1e-6)))
 
 
 def dist_step_time(model: str, k: int, steps: int) -> float:
@@ -160,10 +166,14 @@ c.comm.close()
     return float("nan")
 
 
+#: models whose old node-batched layer set is timed too (``legacy``, ``old pkg``)
+LEGACY_MODELS = ("cnn", "mlp")
+
+
 def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, device: torch.device,
-                 legacy_rev: str) -> dict[str, object]:
+                 legacy_rev: str, min_seconds: float = 0.0) -> dict[str, object]:
     """Median seconds per iteration of every variant and of the one-model reference (interleaved rounds)."""
-    legacy = legacy_package(legacy_rev) if legacy_rev and k > 1 else None
+    legacy = legacy_package(legacy_rev) if legacy_rev and k > 1 and model in LEGACY_MODELS else None
     x, y = batch(model, k, device)
     ref_sm, _ = make_engine("decent8", model, 1, precision, device)
     p1 = ref_sm.flat_parameters().unsqueeze(0)
@@ -191,25 +201,48 @@ def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, de
                 variants["old pkg"] = make_engine("decent8_legacy", model, k, precision, device)[1]
             except Exception:  # e.g. no 8-bit MLP there
                 pass
-    times: dict[str, list[float]] = {"ref": [], **{n: [] for n in variants}}
+    fns = {"ref": ref_step, **{n: (lambda e=eng: e.train_step(x, y, 1e-4)) for n, eng in variants.items()}}
+    n_steps = {n: steps_for(fn, steps, min_seconds, device) for n, fn in fns.items()}  # warm-up
+    times: dict[str, list[float]] = {n: [] for n in fns}
     for _ in range(rounds):  # interleaved
-        times["ref"].append(timed(ref_step, steps, device))
-        for name, eng in variants.items():
-            times[name].append(timed(lambda e=eng: e.train_step(x, y, 1e-4), steps, device))
+        for name, fn in fns.items():
+            times[name].append(timed(fn, n_steps[name], device))
     return {"model": model, "k": k, "precision": precision, "auto": auto,
             "median_s": {n: statistics.median(v) for n, v in times.items()}}
 
 
-def _worker(args: tuple) -> dict[str, object]:
-    """One case in a fresh process: one thread, process CPU time."""
-    global CLOCK
-    torch.set_num_threads(1)
-    CLOCK = time.process_time
-    model, k, precision, rounds, steps, device, legacy_rev = args
-    return measure_case(model, k, precision, rounds, steps, torch.device(device), legacy_rev)
+def run_cases_in_processes(cases: list[tuple[str, int, str]], args: argparse.Namespace) -> list[dict[str, object]]:
+    """Each case in its own process (``--worker``: one thread, process CPU time), ``args.jobs``
+    at a time; the ResNet/VGG cases of ≥ 32 nodes (several GiB each) run alone, last. A
+    case whose process dies (e.g. out of memory) gets a row saying so."""
+    heavy = lambda case: case[0] in ("resnet20", "vgg11") and case[1] >= 32  # noqa: E731
+    queue = [c for c in cases if not heavy(c)] + [c for c in cases if heavy(c)]
+    results: dict[tuple[str, int, str], dict[str, object]] = {}
+    running: list[tuple[tuple[str, int, str], subprocess.Popen]] = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    while queue or running:
+        while queue and len(running) < args.jobs and not (running and heavy(queue[0])):
+            case = queue.pop(0)
+            cmd = [sys.executable, __file__, "--worker", ":".join(map(str, case)), "--rounds", str(args.rounds),
+                   "--steps", str(args.steps), "--min-seconds", str(args.min_seconds), "--legacy-rev", args.legacy_rev,
+                   "--device", args.device]
+            running.append((case, subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)))
+        time.sleep(1.0)
+        for item in [r for r in running if r[1].poll() is not None]:
+            running.remove(item)
+            case, proc = item
+            out = proc.stdout.read() if proc.stdout else ""
+            rows = [json.loads(line[4:]) for line in out.splitlines() if line.startswith("ROW ")]
+            results[case] = rows[0] if rows else {"model": case[0], "k": case[1], "precision": case[2],
+                                                  "failed": f"process exited {proc.returncode}"}
+            print(f"# {':'.join(map(str, case))}: " + (row(results[case]) if rows else results[case]["failed"]),
+                  file=sys.stderr, flush=True)
+    return [results[c] for c in cases]
 
 
 def row(r: dict[str, object]) -> str:
+    if "failed" in r:
+        return f"| {r['model']} | {r['k']} | {r['precision']} | {r['failed']} (out of memory?) | | | | | | |"
     med = r["median_s"]
     ratio = lambda n: f"{med[n] / med['ref']:.2f}" if n in med else "—"  # noqa: E731
     auto = f"{ratio('auto')} ({r['auto']})" if "auto" in med else "—"
@@ -222,7 +255,7 @@ def process_table(k: int, steps: int, rounds: int, device: torch.device) -> None
     global CLOCK
     CLOCK = time.perf_counter
     model = "resnet20"
-    r = measure_case(model, k, "fp32", rounds, steps, device, "")
+    r = measure_case(model, k, "fp32", rounds, steps, device, "", 0.0)
     dist = dist_step_time(model, k, steps * rounds)
     med = r["median_s"]
     print(f"\n{k} ResNet-20 nodes, one iteration (fp32, wall clock, {torch.get_num_threads()} threads; "
@@ -239,16 +272,26 @@ def main() -> None:
     ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="model:k pairs")
     ap.add_argument("--precisions", nargs="+", default=["fp32", "int8"])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=2, help="timed iterations per measurement")
+    ap.add_argument("--steps", type=int, default=1, help="timed iterations per measurement (at least)")
     ap.add_argument("--legacy-rev", default="5b6f763", help="git revision with the node-batched layers ('' = none)")
     ap.add_argument("--dist", action="store_true", help="also the process table: 8 ResNet-20 nodes as k gloo processes")
     ap.add_argument("--jobs", type=int, default=1, help="cases measured at a time (each: own process, one thread)")
+    ap.add_argument("--min-seconds", type=float, default=0.3,
+                    help="timed calls per measurement: at least --steps, and enough to last about this long")
+    ap.add_argument("--worker", default="", help=argparse.SUPPRESS)  # model:k:precision, one case, prints ROW json
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--clock", choices=["auto", "wall", "cpu"], default="auto",
                     help="wall time, or this process's CPU time (auto: CPU time on a CPU device with 1 thread)")
     args = ap.parse_args()
     device = torch.device(args.device)
     global CLOCK
+    if args.worker:
+        torch.set_num_threads(1)
+        CLOCK = time.process_time
+        m, k, p = args.worker.split(":")
+        r = measure_case(m, int(k), p, args.rounds, args.steps, device, args.legacy_rev, args.min_seconds)
+        print("ROW " + json.dumps(r), flush=True)
+        return
     use_cpu = args.jobs > 1 or args.clock == "cpu" or (args.clock == "auto" and device.type == "cpu"
                                                         and torch.get_num_threads() == 1)
     CLOCK = time.process_time if use_cpu else time.perf_counter
@@ -260,19 +303,15 @@ def main() -> None:
     header = ["| model | k | precision | 1 model (s) | loop | vmap | layers | auto (choice) | legacy | old pkg |",
               "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     if args.jobs > 1:
-        work = [(m, k, p, args.rounds, args.steps, args.device, args.legacy_rev) for m, k, p in cases]
-        with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_worker, w) for w in work]
-            for (m, k, p), f in zip(cases, futures):
-                f.add_done_callback(lambda _f, c=f"{m}:{k} {p}": print(f"# done {c}", file=sys.stderr, flush=True))
-            rows = [f.result() for f in futures]
+        rows = run_cases_in_processes(cases, args)
         print("\n".join(header))
         for r in rows:
             print(row(r))
     else:
         print("\n".join(header))
         for m, k, p in cases:
-            print(row(measure_case(m, k, p, args.rounds, args.steps, device, args.legacy_rev)), flush=True)
+            print(row(measure_case(m, k, p, args.rounds, args.steps, device, args.legacy_rev, args.min_seconds)),
+                  flush=True)
     if args.dist:
         process_table(8, args.steps, args.rounds, device)
 
