@@ -193,7 +193,7 @@ def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, de
             sm.execution, sm.chunk = execution, chunk
             variants[name] = eng
         sm, eng = make_engine("decent8", model, k, precision, device)
-        auto = choose_chunk(sm, eng.params(), x, y, "auto", steps=1, use_cache=False).spec
+        auto = choose_chunk(sm, eng.params(), x, y, "auto", use_cache=False).spec  # as a training run does
         variants["auto"] = eng
         if legacy is not None:
             try:
@@ -213,15 +213,19 @@ def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, de
 
 def run_cases_in_processes(cases: list[tuple[str, int, str]], args: argparse.Namespace) -> list[dict[str, object]]:
     """Each case in its own process (``--worker``: one thread, process CPU time), ``args.jobs``
-    at a time; the ResNet/VGG cases of ≥ 32 nodes (several GiB each) run alone, last. A
-    case whose process dies (e.g. out of memory) gets a row saying so."""
+    at a time, except two kinds that run alone: the small models (cnn, mlp: steps of a few
+    ms, whose timings another job's cache traffic distorts by ±20 %) first, and the
+    ResNet/VGG cases of ≥ 32 nodes (several GiB each) last. A case whose process dies
+    (e.g. out of memory) gets a row saying so."""
+    small = lambda case: case[0] in ("cnn", "mlp")  # noqa: E731
     heavy = lambda case: case[0] in ("resnet20", "vgg11") and case[1] >= 32  # noqa: E731
-    queue = [c for c in cases if not heavy(c)] + [c for c in cases if heavy(c)]
+    alone = lambda case: small(case) or heavy(case)  # noqa: E731
+    queue = ([c for c in cases if small(c)] + [c for c in cases if not alone(c)] + [c for c in cases if heavy(c)])
     results: dict[tuple[str, int, str], dict[str, object]] = {}
     running: list[tuple[tuple[str, int, str], subprocess.Popen]] = []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     while queue or running:
-        while queue and len(running) < args.jobs and not (running and heavy(queue[0])):
+        while queue and len(running) < args.jobs and not (running and (alone(queue[0]) or alone(running[0][0]))):
             case = queue.pop(0)
             cmd = [sys.executable, __file__, "--worker", ":".join(map(str, case)), "--rounds", str(args.rounds),
                    "--steps", str(args.steps), "--min-seconds", str(args.min_seconds), "--legacy-rev", args.legacy_rev,

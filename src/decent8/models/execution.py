@@ -10,8 +10,9 @@ convolution / batched matmul per layer). ``auto`` times a few real training step
 activations fit in memory — on the first max(c, 64) nodes, scaled by k / that count (a
 step is k/c identical chunks, so this is its time without looping the small chunks over
 all k nodes: at k = 1,024 the 11 candidates run 2,368 node-steps per timed call instead
-of 11,264) — keeps the fastest, and leaves the model's buffers and the
-random generators exactly as it found them, so the run that follows is the same as if
+of 11,264), each for ``steps`` calls or about :data:`MIN_TIMING_S` seconds, whichever is
+longer (a 10 ms step is not decided by two calls) — keeps the fastest, and leaves the
+model's buffers and the random generators exactly as it found them, so the run that follows is the same as if
 nothing had been timed. The memory one node's step keeps for backward (the bytes of
 the tensors autograd saves) is measured once with c = 1; a chunk is a candidate only
 while c times that stays under ``memory_fraction`` of the device's free memory (CPU:
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -303,10 +305,13 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
                 p_m, x_m, y_m = params[:m], take(x, slice(m)), y[:m]
                 model.buffers = None if full_buffers is None else full_buffers[:m].clone()
                 try:
+                    t0 = clock()
                     model.loss_and_grad(p_m, x_m, y_m, chunk=c)  # warm-up
                     _sync(params)
+                    # small models: enough calls to last MIN_TIMING_S (a 10 ms step timed twice is noise)
+                    n = max(steps, min(MAX_TIMED_CALLS, math.ceil(MIN_TIMING_S / max(clock() - t0, 1e-6))))
                     t0 = clock()
-                    for _ in range(steps):
+                    for _ in range(n):
                         model.loss_and_grad(p_m, x_m, y_m, chunk=c)
                     _sync(params)
                 except torch.OutOfMemoryError:
@@ -322,7 +327,7 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
                 finally:
                     model.buffers = full_buffers
                 name = spec_of(execution, c)
-                timings[name] = (clock() - t0) / steps * (k / m)
+                timings[name] = (clock() - t0) / n * (k / m)
                 tried += 1
                 if timings[name] > 2.0 * min(timings.values()) and tried >= 3:
                     break  # past the optimum and getting worse
@@ -342,6 +347,10 @@ CHOOSER_VERSION = 3
 
 #: ``auto`` times a chunk of c nodes on max(c, SAMPLE_NODES) of the k nodes (scaled to k)
 SAMPLE_NODES = 64
+#: ``auto`` times each candidate for at least ``steps`` calls and about this many seconds
+#: (at most MAX_TIMED_CALLS calls)
+MIN_TIMING_S = 0.25
+MAX_TIMED_CALLS = 50
 
 #: what a model that cannot run under torch.func.vmap raises (data-dependent control flow, …)
 VMAP_ERRORS = (RuntimeError, NotImplementedError, ValueError, TypeError)
