@@ -16,8 +16,9 @@ is a plain loop over nodes without vmap. Models made of the layers of
 :mod:`.node_batched` can also run a chunk through node-batched layers (one grouped
 convolution / batched matmul per layer; :attr:`StackedModel.execution` ``"layers"``).
 The math does not depend on c or on the execution; the speed does, by model, node count
-and device — :func:`decent8.models.execution.choose_chunk` measures it (``sim.chunk=auto``). Inputs are tensors or dicts of tensors with a
-leading node axis ``[k, b, ...]``; the loss comes from a :class:`~decent8.task.Task`.
+and device — :func:`decent8.models.execution.choose_chunk` measures it
+(``sim.chunk=auto``). Inputs are tensors or dicts of tensors with a leading node axis
+``[k, b, ...]``; the loss comes from a :class:`~decent8.task.Task`.
 """
 from __future__ import annotations
 
