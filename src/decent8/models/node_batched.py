@@ -131,21 +131,24 @@ def unsupported(module: nn.Module) -> str:
     return ""
 
 
+def node_aware_layers(module: nn.Module) -> list[tuple[nn.Module, Callable[..., torch.Tensor]]]:
+    """The layers of ``module`` that need a node-aware ``forward``, with that forward
+    (found once per model; :func:`node_batched` takes the list)."""
+    return [(m, NODE_AWARE[type(m)]) for m in module.modules() if type(m) in NODE_AWARE]
+
+
 @contextlib.contextmanager
-def node_batched(module: nn.Module, c: int) -> Iterator[None]:
-    """Within the block, ``module`` takes c nodes' samples merged sample-major ``[b·c, ...]``
-    with stacked parameters ``[c, ...]`` (substituted by ``functional_call``)."""
-    patched = []
+def node_batched(layers: list[tuple[nn.Module, Callable[..., torch.Tensor]]], c: int) -> Iterator[None]:
+    """Within the block, the model whose :func:`node_aware_layers` are ``layers`` takes c
+    nodes' samples merged sample-major ``[b·c, ...]`` with stacked parameters ``[c, ...]``
+    (substituted by ``functional_call``)."""
     try:
-        for m in module.modules():
-            fn = NODE_AWARE.get(type(m))
-            if fn is not None:
-                m.forward = functools.partial(fn, m, c)
-                patched.append(m)
+        for m, fn in layers:
+            m.__dict__["forward"] = functools.partial(fn, m, c)  # shadows the class's forward
         yield
     finally:
-        for m in patched:
-            del m.forward
+        for m, _ in layers:
+            m.__dict__.pop("forward", None)
 
 
-__all__ = ["NODE_AWARE", "PER_SAMPLE", "unsupported", "node_batched"]
+__all__ = ["NODE_AWARE", "PER_SAMPLE", "unsupported", "node_aware_layers", "node_batched"]

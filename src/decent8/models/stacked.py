@@ -31,7 +31,7 @@ from torch.func import functional_call, vmap
 from ..data.dataset import take  # noqa: F401  (re-exported: models.stacked.take)
 from ..layout import ParamLayout
 from ..task import CrossEntropy, Task
-from .node_batched import node_batched
+from .node_batched import node_aware_layers, node_batched
 
 Inputs = Any  # a tensor, or a dict of tensors, each with the same leading axes
 
@@ -52,6 +52,7 @@ class StackedModel:
         #: how a chunk of c > 1 nodes runs: ``"vmap"`` (one torch.func.vmap call) or
         #: ``"layers"`` (node-batched layers, :mod:`.node_batched`)
         self.execution = "vmap"
+        self._node_aware = node_aware_layers(self.module)
         self.layout = ParamLayout.from_module(self.module)
         named = [(n, b) for n, b in self.module.named_buffers() if b.is_floating_point()]
         #: layout of the per-model buffers (None when the module has none)
@@ -149,7 +150,7 @@ class StackedModel:
     def _layers_forward(self, named: dict[str, torch.Tensor], x: Inputs, m: int, shared: bool = False) -> torch.Tensor:
         """Outputs ``[m, b, ...]`` of m nodes through node-batched layers: their samples
         merged sample-major into one batch (``shared``: the same ``x[N, ...]`` for every node)."""
-        with node_batched(self.module, m):
+        with node_batched(self._node_aware, m):
             out = self._forward_fn(named, _merge_nodes(x, m, shared))
         return out.view(-1, m, *out.shape[1:]).transpose(0, 1)
 
