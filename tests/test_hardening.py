@@ -140,8 +140,10 @@ def test_sweep_refuses_to_delete_a_folder_it_did_not_write(tmp_path, monkeypatch
 
     own = tmp_path / "own"
     own.mkdir()
-    for f in ("config.yaml", "partition.csv", ".metrics.jsonl.ab12.tmp"):
+    for f in ("config.yaml", "partition.csv", ".metrics.jsonl.ab12.tmp", "execution.json", "time.png"):
         (own / f).write_text("x")
+    (own / "tensorboard").mkdir()
+    (own / "tensorboard" / "events.out.tfevents.1764.host").write_text("x")
     check_clearable(own)
     _clear(own)
     assert not own.exists()
@@ -151,6 +153,12 @@ def test_sweep_refuses_to_delete_a_folder_it_did_not_write(tmp_path, monkeypatch
     with pytest.raises(ConfigError, match="notes.txt"):
         _clear(tmp_path / "mixed")
     assert (tmp_path / "mixed" / "notes.txt").exists()
+    (tmp_path / "mixed" / "notes.txt").unlink()
+    (tmp_path / "mixed" / "tensorboard").mkdir()
+    (tmp_path / "mixed" / "tensorboard" / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="tensorboard/"):
+        _clear(tmp_path / "mixed")
+    assert (tmp_path / "mixed" / "tensorboard" / "notes.txt").exists()
 
 
 @pytest.mark.parametrize("name", ["../../x", "/abs", "..", ".", " ", "a/b", "x" * 300, "tab\there", "back\\slash"])

@@ -37,7 +37,8 @@ from ..experiments.report import AGGREGATED, build_report
 from ..experiments.presets import Plan, cell_config, list_presets, make_plan
 from ..train.build import build
 from ..train.loop import train
-from ..train.run_dir import CHECKPOINT, CONFIG, SUMMARY, atomic_write_text, check_run_name, foreign_entries
+from ..train.run_dir import (CHECKPOINT, CONFIG, SUMMARY, atomic_write_text, check_run_name, foreign_entries,
+                             remove_own_folder)
 from .common import format_table, human_bytes
 from .train_cmd import split_args
 
@@ -166,9 +167,7 @@ def _clear(run_dir: Path) -> None:
     if not run_dir.exists():
         return
     check_clearable(run_dir)
-    for e in os.scandir(run_dir):
-        os.unlink(e.path)
-    run_dir.rmdir()
+    remove_own_folder(run_dir)
 
 
 def _run_inline(cells: list, quiet: bool) -> dict[str, dict | str]:

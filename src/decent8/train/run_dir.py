@@ -30,7 +30,11 @@ METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
 #: every file name decent8 writes into a run folder (checkpoint-rank<r>[.prev].pt too)
-RUN_FILES = (CONFIG, METRICS, SUMMARY, CHECKPOINT, "curves.png", "partition.csv", "partition.png")
+RUN_FILES = (CONFIG, METRICS, SUMMARY, CHECKPOINT, "curves.png", "time.png", "partition.csv", "partition.png",
+             "execution.json")
+#: the one sub-folder decent8 writes (TensorBoard event files, see :mod:`decent8.train.tb_log`)
+EVENTS_DIR = "tensorboard"
+_EVENTS_FILE = re.compile(r"^events\.out\.tfevents\.[^/]+$")
 _RUN_FILE = re.compile(r"^(?:" + "|".join(re.escape(f) for f in RUN_FILES) + r"|checkpoint-rank\d+(?:\.prev)?\.pt)$")
 #: the temporary files of :func:`decent8.atomic.atomic_path` (``.<name>.<random>.tmp``)
 _TMP_FILE = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]+\.tmp$")
@@ -65,13 +69,33 @@ def is_run_file(name: str) -> bool:
     return bool(_RUN_FILE.match(m.group("name") if m else name))
 
 
+def is_events_dir(entry: os.DirEntry) -> bool:
+    """True for the ``tensorboard/`` folder decent8 writes: event files only."""
+    if entry.name != EVENTS_DIR or not entry.is_dir(follow_symlinks=False):
+        return False
+    return all(e.is_file(follow_symlinks=False) and _EVENTS_FILE.match(e.name) for e in os.scandir(entry.path))
+
+
 def foreign_entries(path: Path) -> list[str]:
-    """The entries of a folder that decent8 did not write (sub-folders, other files)."""
+    """The entries of a folder that decent8 did not write (other sub-folders, other files)."""
     out = []
     for e in sorted(os.scandir(path), key=lambda e: e.name):
-        if not (e.is_file(follow_symlinks=False) and is_run_file(e.name)):
+        if not ((e.is_file(follow_symlinks=False) and is_run_file(e.name)) or is_events_dir(e)):
             out.append(e.name + ("/" if e.is_dir(follow_symlinks=False) else ""))
     return out
+
+
+def remove_own_folder(path: Path) -> None:
+    """Remove a run folder holding only decent8's own files (the caller checked that with
+    :func:`foreign_entries`): its files, its ``tensorboard/`` event files, then itself."""
+    for e in os.scandir(path):
+        if is_events_dir(e):
+            for f in os.scandir(e.path):
+                os.unlink(f.path)
+            os.rmdir(e.path)
+        else:
+            os.unlink(e.path)
+    path.rmdir()
 
 
 def check_creatable(path: Path) -> None:
@@ -152,9 +176,7 @@ class RunDir:
         """Undo :meth:`create` after a failure: remove the folder if this process made it
         and it holds only decent8's own files."""
         if getattr(self, "_created", False) and self.path.is_dir() and not foreign_entries(self.path):
-            for e in os.scandir(self.path):
-                os.unlink(e.path)
-            self.path.rmdir()
+            remove_own_folder(self.path)
 
     @classmethod
     def existing(cls, path: str | os.PathLike, clean: bool = True) -> "RunDir":
