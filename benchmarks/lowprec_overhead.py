@@ -10,6 +10,11 @@ the median step time of each precision and their ratio (issue 14's target: ≤ 1
     python benchmarks/lowprec_overhead.py --profile       # + torch.profiler top ops
     python benchmarks/lowprec_overhead.py --threads 2 --steps 10 --nodes 1 8
     python benchmarks/lowprec_overhead.py --nodes 1 --breakdown   # + time inside the quantizer
+    python benchmarks/lowprec_overhead.py --compile       # + sim.compile=true variants
+
+``--compile`` adds the fp32 and int8 models with ``StackedModel.compile()`` (what
+``sim.compile=true`` runs); their compilation (the first call) is timed separately
+and not counted in the step times.
 
 Times are process CPU time per step by default (robust on a shared machine; with
 one thread it equals the compute time); ``--wall`` reports wall-clock instead. The
@@ -27,26 +32,35 @@ from decent8.models import StackedModel, init_parameters, make_model
 from decent8.quant import set_stochastic
 
 
-def build(precision: str, k: int, norm: str | None, model: str, image: int):
+def build(precision: str, k: int, norm: str | None, model: str, image: int, compiled: bool = False):
     deterministic = precision == "int8-det"
     module = make_model(model, (3, image, image), 10, norm=norm, precision="int8" if deterministic else precision)
     init_parameters(module, 0)
     if deterministic:
         set_stochastic(module, False)
     sm = StackedModel(module, nodes=k)
+    if compiled:
+        sm.compile()
     params = sm.flat_parameters().unsqueeze(0).repeat(k, 1)
     return sm, params
 
 
-def time_interleaved(configs: dict[str, tuple[str, str | None]], k: int, batch: int, steps: int, warmup: int,
+def time_interleaved(configs: dict[str, tuple], k: int, batch: int, steps: int, warmup: int,
                      wall: bool, model: str, image: int) -> dict[str, list[float]]:
     """Per-step times of each config, the configs' steps interleaved (one step of each in
-    turn), so that load drifting on a shared machine hits them alike."""
+    turn), so that load drifting on a shared machine hits them alike. A compiled config
+    is compiled (its first call, printed) before the timed rounds."""
     torch.manual_seed(0)
-    built = {name: build(prec, k, norm, model, image) for name, (prec, norm) in configs.items()}
+    built = {name: build(cfg[0], k, cfg[1], model, image, *cfg[2:]) for name, cfg in configs.items()}
     x = torch.randn(k, batch, 3, image, image)
     y = torch.randint(0, 10, (k, batch))
     clock = time.perf_counter if wall else time.process_time
+    for name, cfg in configs.items():
+        if len(cfg) > 2 and cfg[2]:
+            sm, params = built[name]
+            t0 = time.perf_counter()
+            sm.loss_and_grad(params, x, y)
+            print(f"  ({name}: compiled in {time.perf_counter() - t0:.0f} s wall)", flush=True)
     out: dict[str, list[float]] = {name: [] for name in configs}
     for i in range(warmup + steps):
         for name, (sm, params) in built.items():
@@ -129,6 +143,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--breakdown", action="store_true", help="time inside the quantizer and page faults per step")
     ap.add_argument("--rows", type=int, default=15)
+    ap.add_argument("--compile", action="store_true", help="also the sim.compile=true fp32 and int8 models")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     print(f"{a.model}, batch {a.batch} per node, {a.threads} thread(s), torch {torch.__version__}, "
@@ -141,8 +156,12 @@ def main() -> None:
         f"int8 {q_norm}": ("int8", q_norm),
         f"int8 {q_norm} det.": ("int8-det", q_norm),
     }
+    if a.compile:
+        configs[f"fp32 {fp_norm} compiled"] = ("fp32", fp_norm, True)
+        configs[f"int8 {q_norm} compiled"] = ("int8", q_norm, True)
+    extra = f" | {'int8 comp./fp32':>15} | {'int8/fp32 both comp.':>20}" if a.compile else ""
     header = (f"{'nodes':>5} | " + " | ".join(f"{n:>24}" for n in configs)
-              + f" | {'int8/fp32':>9} | {'int8/fp32 same norm':>19}")
+              + f" | {'int8/fp32':>9} | {'int8/fp32 same norm':>19}" + extra)
     print(header)
     print("-" * len(header))
     for k in a.nodes:
@@ -151,8 +170,13 @@ def main() -> None:
         names = list(configs)
         ratio = statistics.median(q / f for q, f in zip(t[names[2]], t[names[0]]))
         ratio_same = statistics.median(q / f for q, f in zip(t[names[2]], t[names[1]]))
-        print(f"{k:>5} | " + " | ".join(f"{1e3 * med[n]:>21.1f} ms" for n in names)
-              + f" | {ratio:>8.2f}x | {ratio_same:>18.2f}x")
+        row = (f"{k:>5} | " + " | ".join(f"{1e3 * med[n]:>21.1f} ms" for n in names)
+               + f" | {ratio:>8.2f}x | {ratio_same:>18.2f}x")
+        if a.compile:
+            comp = statistics.median(q / f for q, f in zip(t[names[5]], t[names[0]]))
+            both = statistics.median(q / f for q, f in zip(t[names[5]], t[names[4]]))
+            row += f" | {comp:>14.2f}x | {both:>19.2f}x"
+        print(row, flush=True)
     print("(ms per step: forward + backward of all k nodes; ratios: median over the paired steps; "
           "'det.' = int8 with deterministic rounding everywhere, i.e. without the random draws)")
     if a.breakdown:

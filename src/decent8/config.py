@@ -20,7 +20,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .errors import ConfigError
+from .errors import ConfigError, first_line
 
 
 @dataclass
@@ -128,6 +128,7 @@ class MarsitConfig:
 class SimConfig:
     """How the simulator executes the k nodes' models (models/stacked.py)."""
     chunk: str = "auto"             # auto (timed at start-up) | N nodes per torch.func.vmap call (1 = a plain loop) | layers:N (N nodes through node-batched layers)
+    compile: str = "auto"           # auto (8-bit runs of >= 2000 steps) | true | false: torch.compile each chunk's forward + backward
 
 
 @dataclass
@@ -203,7 +204,7 @@ class TrainConfig:
 
 #: options that say where and how a run executes, not what it computes (sweeps and reports
 #: compare configs without them; sim.chunk=auto is resolved to the chunk the run timed)
-EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk"})
+EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.compile"})
 
 GROUPS = tuple(f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory))  # type: ignore[arg-type]
 
@@ -420,7 +421,7 @@ def _resolved(make: "Callable[[], DictConfig]") -> TrainConfig:
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:  # OmegaConf's plain errors
         if isinstance(e, ConfigError):
             raise
-        raise ConfigError("config", _first_line(e)) from None
+        raise ConfigError("config", first_line(e)) from None
     assert isinstance(obj, TrainConfig)
     check_types(obj)
     return obj
@@ -457,11 +458,6 @@ def apply_options(cfg: TrainConfig, options: dict[str, Any]) -> TrainConfig:
     return _resolved(make)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return (text.splitlines()[0][:200] if text else type(e).__name__)
-
-
 def check_types(cfg: TrainConfig) -> None:
     """OmegaConf accepts a few values its types do not describe (a list in a list of
     numbers); reject them with the option's name."""
@@ -494,7 +490,7 @@ def from_dict(d: dict[str, Any]) -> TrainConfig:
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:
         if isinstance(e, ConfigError):
             raise
-        raise ConfigError("config", _first_line(e)) from None
+        raise ConfigError("config", first_line(e)) from None
     assert isinstance(obj, TrainConfig)
     check_types(obj)
     return obj

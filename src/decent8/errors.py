@@ -15,6 +15,13 @@ class ConfigError(ValueError):
         super().__init__(f"{option}: {message}")
 
 
+def first_line(e: BaseException, limit: int = 200) -> str:
+    """An exception's message cut to its first line (``limit`` characters; its type's
+    name when it has none), for one-line errors that quote a library's message."""
+    text = str(e).strip()
+    return text.splitlines()[0][:limit] if text else type(e).__name__
+
+
 def choice_error(option: str, value: object, allowed: "list[str] | tuple[str, ...]") -> ConfigError:
     """The standard error for a value outside a fixed set of names."""
     return ConfigError(option, f"unknown value {value!r}; allowed: {', '.join(sorted(allowed))}")

@@ -43,7 +43,7 @@ from .aggregate import format_mean_std
 
 REPO = Path(__file__).resolve().parents[3]
 #: the execution every documented run uses (see the module docstring)
-PINNED = ["sim.chunk=8", "device=cpu", "progress=false", "checkpoint=false", "tensorboard=false"]
+PINNED = ["sim.chunk=8", "device=cpu", "progress=false", "checkpoint=false", "tensorboard=false", "sim.compile=false"]
 
 
 @dataclass

@@ -22,6 +22,7 @@ and device — :func:`decent8.models.execution.choose_chunk` measures it
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -29,6 +30,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from ..data.dataset import take  # noqa: F401  (re-exported: models.stacked.take)
+from ..errors import ConfigError, first_line
 from ..layout import ParamLayout
 from ..task import CrossEntropy, Task
 from .node_batched import node_aware_layers, node_batched
@@ -52,6 +54,11 @@ class StackedModel:
         #: how a chunk of c > 1 nodes runs: ``"vmap"`` (one torch.func.vmap call) or
         #: ``"layers"`` (node-batched layers, :mod:`.node_batched`)
         self.execution = "vmap"
+        #: ``sim.compile``: the compiled form of :meth:`_chunk_loss` (None: eager)
+        self._compiled_loss: Callable | None = None
+        self._compile_strict = True
+        #: why compiling failed under ``sim.compile=auto`` (the run then went on eagerly)
+        self.compile_failure = ""
         self._node_aware = node_aware_layers(self.module)
         self.layout = ParamLayout.from_module(self.module)
         named = [(n, b) for n, b in self.module.named_buffers() if b.is_floating_point()]
@@ -164,6 +171,60 @@ class StackedModel:
             return self.task.losses(self._layers_forward(named, x, m), y)
         return self._apply(self._loss_fn, named, (x, y), (0, 0), c == 1)
 
+    def compile(self, strict: bool = True) -> None:
+        """``sim.compile``: each chunk's loss runs through ``torch.compile``, so its forward
+        and (through AOTAutograd) its backward are compiled graphs, the 8-bit quantizer's
+        elementwise passes fused with their neighbours; evaluation stays eager. The first
+        call of each chunk shape compiles (seconds to minutes; cached on the machine).
+        Random operators draw from the eager generators (inductor's ``fallback_random``;
+        the quantizer's dither is the eager one, :func:`decent8.quant.quantizer.dither_codes`),
+        so the draws, the checkpointed RNG state and resuming are those of eager mode.
+        ``strict=False`` (``sim.compile=auto``): if compiling fails, the model's buffers and
+        the RNG are restored and the run goes on eagerly (``compile_failure`` says why)."""
+        self._compiled_loss = torch.compile(self._chunk_loss, dynamic=False)
+        self._compile_strict = strict
+        self.compile_failure = ""
+
+    @property
+    def compiled(self) -> bool:
+        return self._compiled_loss is not None
+
+    def _run_chunk_loss(self, named: dict[str, torch.Tensor], *args) -> torch.Tensor:
+        if self._compiled_loss is None:
+            return self._chunk_loss(named, *args)
+        import torch._dynamo.exc as dynamo_exc
+        import torch._inductor.config as inductor_config
+
+        saved = None if self._compile_strict else self._snapshot(named)
+        try:
+            with inductor_config.patch(fallback_random=True):
+                return self._compiled_loss(named, *args)
+        except Exception as e:
+            if saved is not None:  # auto: back to eager, where a real error shows again
+                self._compiled_loss = None
+                self.compile_failure = f"{type(e).__name__}: {first_line(e)}"
+                warnings.warn(f"sim.compile=auto: torch.compile failed ({self.compile_failure}); running eagerly")
+                self._restore_snapshot(named, saved)
+                return self._chunk_loss(named, *args)
+            if isinstance(e, dynamo_exc.TorchDynamoException):
+                raise ConfigError("sim.compile", f"torch.compile cannot compile this model ({first_line(e)}); "
+                                                 f"use sim.compile=false") from None
+            raise
+
+    def _snapshot(self, named: dict[str, torch.Tensor]) -> tuple:
+        bufs = {n: v.detach().clone() for n, v in named.items() if not v.requires_grad}
+        cuda = torch.cuda.get_rng_state() if torch.cuda.is_available() and self.device.type == "cuda" else None
+        return bufs, torch.get_rng_state(), cuda
+
+    def _restore_snapshot(self, named: dict[str, torch.Tensor], saved: tuple) -> None:
+        bufs, cpu_rng, cuda_rng = saved
+        with torch.no_grad():
+            for n, v in bufs.items():
+                named[n].copy_(v)
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng)
+
     def _forward_fn(self, named: dict[str, torch.Tensor], x: Inputs) -> torch.Tensor:
         if isinstance(x, dict):  # keyword inputs (input_ids=…, attention_mask=…)
             out = functional_call(self.module, named, (), x)
@@ -207,7 +268,7 @@ class StackedModel:
             leaves = {n: v.detach().requires_grad_(True) for n, v in self.layout.unflatten(params[i0:i1]).items()}
             bufs = self._chunk_buffers(buffers, i0, i1, c)
             with torch.enable_grad():
-                loss = self._chunk_loss({**leaves, **bufs}, take(x, slice(i0, i1)), y[i0:i1], i1 - i0, c)
+                loss = self._run_chunk_loss({**leaves, **bufs}, take(x, slice(i0, i1)), y[i0:i1], i1 - i0, c)
                 self._write_back(buffers, bufs, i0, i1, c)
                 check_loss(loss, i1 - i0)
                 gs = torch.autograd.grad(loss.sum(), list(leaves.values()), allow_unused=True)

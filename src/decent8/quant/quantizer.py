@@ -170,6 +170,22 @@ def dither_like(x: torch.Tensor, scratch: bool = False) -> torch.Tensor:
     return _shaped_like(flat, x)
 
 
+@torch.library.custom_op("decent8::dither_v1", mutates_args=())
+def dither_codes(y: torch.Tensor) -> torch.Tensor:
+    """The codes of :func:`dither_like` (the same draws), as float values shaped like ``y``:
+    an operator that ``torch.compile`` calls as it is. Traced, the int16 view of the
+    random words breaks the graph, and an int16 operand makes inductor's fused kernel
+    several times slower than the float one. ``y`` is an input so that two calls are
+    never merged. (The name carries a version: the inductor cache keys on it, so a
+    change of what it returns needs a new name.)"""
+    return torch.empty_like(y).copy_(dither_like(y))
+
+
+@dither_codes.register_fake
+def _(y: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(y)
+
+
 def fake_quantize(
     x: torch.Tensor,
     mn: torch.Tensor,
@@ -194,9 +210,12 @@ def fake_quantize(
             # (x − mn)/scale + (h + ½)/2^16  =  (x − shift)/scale + h/2^16
             shift = torch.add(mn, scale, alpha=-0.5 / _DITHER_LEVELS)
             y = torch.sub(x, shift).div_(scale)
-            h = dither_like(y, scratch=True)
-            hf = _shaped_like(_SCRATCH.get("dither", y.numel(), y.dtype, y.device), y).copy_(h)
-            y.add_(hf, alpha=1.0 / _DITHER_LEVELS)
+            if torch.compiler.is_compiling():  # sim.compile: one fused pass around the draws
+                y.add_(dither_codes(y), alpha=1.0 / _DITHER_LEVELS)
+            else:
+                h = dither_like(y, scratch=True)
+                hf = _shaped_like(_SCRATCH.get("dither", y.numel(), y.dtype, y.device), y).copy_(h)
+                y.add_(hf, alpha=1.0 / _DITHER_LEVELS)
         else:
             y = torch.sub(x, mn).div_(scale)
         y.clamp_(0, levels).round_()
@@ -268,6 +287,8 @@ def _plain_twin(fn: type[torch.autograd.Function]) -> type[torch.autograd.Functi
 
 def _apply(fn: type[torch.autograd.Function], plain: type[torch.autograd.Function], *args):  # type: ignore[no-untyped-def]
     """``fn.apply(*args)`` (functorch-aware) inside ``torch.func`` transforms, ``plain.apply`` outside."""
+    if torch.compiler.is_compiling():  # sim.compile: dynamo traces the functorch-aware form
+        return fn.apply(*args)
     return (fn if torch._C._are_functorch_transforms_active() else plain).apply(*args)
 
 
@@ -369,7 +390,11 @@ _QuantizeGradPlain = _plain_twin(_QuantizeGrad)
 
 def _requires_grad(x: torch.Tensor) -> bool:
     """``x.requires_grad``, looking through functorch wrappers: under ``vmap`` a batched
-    tensor reports False even when the tensor it wraps requires grad."""
+    tensor reports False even when the tensor it wraps requires grad. (Under
+    ``torch.compile`` True: the wrappers cannot be traced, and a gradient hook on a
+    tensor that gets no gradient never runs.)"""
+    if torch.compiler.is_compiling():
+        return True
     f = torch._C._functorch
     while f.is_functorch_wrapped_tensor(x):
         x = f.get_unwrapped(x)

@@ -27,7 +27,7 @@ from ..data.registry import dataset_from_config
 from ..data.sampler import NodeSampler
 from ..errors import ConfigError, choice_error
 from ..models import MODELS, StackedModel, init_parameters, make_model
-from ..models.execution import parse_chunk
+from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
 from ..task import make_task
 from ..quant.quantizer import QuantSpec
@@ -414,6 +414,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
 
     task = make_task(cfg.loss if loss is None else loss)
     parse_chunk(cfg.sim.chunk)
+    parse_compile(cfg.sim.compile)
     if module is None:
         model_name = cfg.model.name
         if model_name == "cnn" and dataset.vocab_size is not None and not isinstance(dataset.x_train, dict):

@@ -25,7 +25,7 @@ from .. import __version__
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..comm.base import Communicator
 from ..config import TrainConfig, from_dict, to_dict, to_yaml
-from ..errors import ConfigError, TrainingError
+from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
 from .plots import plot_curves
@@ -35,7 +35,7 @@ from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
 from .tb_log import EventLog
 from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creatable
-from ..models.execution import ExecutionChoice, choose_chunk, parse_chunk, probe
+from ..models.execution import ExecutionChoice, choose_chunk, parse_chunk, parse_compile, probe, resolve_compile
 from ..models.stacked import take
 
 SUMMARY_KEYS = (
@@ -154,6 +154,7 @@ def check(cfg: TrainConfig | None, resume: str | Path | None = None) -> tuple[Co
     probe(c.model, *first_batch(c, make_batch_transform(c.dataset, cfg.data.augment, cfg.seed, c.comm.local_nodes,
                                                         c.device)))  # the model's outputs fit the loss
     parse_chunk(cfg.sim.chunk)
+    parse_compile(cfg.sim.compile)
     if resume is not None:
         if c.comm.k == c.comm.num_nodes and cfg.backend == "simulator":
             state = run.load_checkpoint(checkpoint_name(c.comm))
@@ -174,7 +175,7 @@ def load_engine_state(engine: Engine, state: dict[str, Any], run: RunDir) -> Non
     try:
         engine.load_state_dict(state["engine"])
     except (KeyError, RuntimeError, TypeError, ValueError, AttributeError, IndexError) as e:
-        reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        reason = first_line(e, 160)
         raise ConfigError("resume", f"the checkpoint in {run.path} does not match its config.yaml "
                                     f"({type(e).__name__}: {reason})") from None
 
@@ -234,6 +235,12 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     ds = c.dataset
     augment = make_batch_transform(ds, cfg.data.augment, cfg.seed, comm.local_nodes, c.device)  # crop/flip/normalize
     execution = choose_execution(c, augment)
+    execution.compile, execution.compile_reason = resolve_compile(
+        cfg.sim.compile, cfg.precision, cfg.epochs * c.sampler.steps_per_epoch)
+    strict = parse_compile(cfg.sim.compile) == "true"  # auto falls back to eager if compiling fails
+    cfg.sim.compile = str(execution.compile).lower()  # config.yaml reruns the run as it ran
+    if execution.compile:  # after the (eager) timing of sim.chunk=auto
+        c.model.compile(strict=strict)
     if resume is None:
         failed = None
         if comm.is_main:
@@ -409,6 +416,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "model": cfg.model.name if given.get("module") is None else type(c.model.module).__name__,
         "loss": c.model.task.name,
         "sim_chunk": c.model.chunk,
+        "sim_compile": c.model.compiled,
+        "sim_compile_failure": c.model.compile_failure,
         "sim_execution": c.model.execution,
         "precision": cfg.precision,
         "norm": cfg.model.norm,

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..atomic import atomic_torch_save, atomic_write_text
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
@@ -270,7 +270,7 @@ class RunDir:
                 warnings.simplefilter("ignore")
                 state = torch.load(f, map_location="cpu", weights_only=True)
         except Exception as e:  # UnpicklingError (also: a forbidden global), EOFError, RuntimeError (zip)
-            reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+            reason = first_line(e, 160)
             raise ConfigError("resume", f"{f} is not a readable decent8 checkpoint ({type(e).__name__}: "
                                         f"{reason})") from None
         check_checkpoint(state, f)

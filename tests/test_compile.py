@@ -1,0 +1,140 @@
+"""``sim.compile``: each chunk's forward + backward through torch.compile (issue 14's compiled step)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from decent8.config import load_config
+from decent8.errors import ConfigError
+from decent8.models.execution import AUTO_COMPILE_MIN_STEPS, parse_compile, resolve_compile
+from decent8.quant.quantizer import dither_codes, dither_like
+from decent8.train.build import build
+from decent8.train.engine import Engine
+
+
+def _engine(*overrides: str) -> tuple[Engine, list]:
+    cfg = load_config(None, ["model=mlp", "nodes=8", "algorithm=choco", "sim.chunk=8", "progress=false", *overrides])
+    c = build(cfg)
+    idx = c.sampler.epoch_indices(0)
+    batches = [(c.dataset.x_train[idx[:, s]], c.dataset.y_train[idx[:, s]]) for s in range(idx.shape[1])]
+    return Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), batches
+
+
+def _train(engine: Engine, batches: list, steps: int, seed: int = 1) -> torch.Tensor:
+    torch.manual_seed(seed)  # the global generator: dropout and the 8-bit dither
+    for s in range(steps):
+        engine.train_step(*batches[s % len(batches)], 0.05)
+    return engine.z.clone()
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm()).item()
+
+
+@pytest.fixture
+def one_thread():
+    """One thread: with several, the compiled kernels split their reductions across the
+    threads differently from ATen, and 100 steps grow that rounding to ~4e-5 (2 threads)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_compiled_and_eager_steps_give_the_same_parameters(one_thread):
+    # FP32, 8 nodes in one vmap chunk, Choco-SGD: 100 steps (the issue's parity bar: 1e-5 relative)
+    eager, batches = _engine()
+    compiled, _ = _engine()
+    compiled.model.compile()
+    assert compiled.model.compiled
+    ref = _train(eager, batches, 100)
+    got = _train(compiled, batches, 100)
+    assert _rel(got, ref) <= 1e-5
+    # 8-bit with stochastic rounding: the compiled quantizer draws the eager dither, so a few
+    # steps agree to float rounding (over many steps a flipped rounding decision grows)
+    eager, batches = _engine("precision=int8")
+    compiled, _ = _engine("precision=int8")
+    compiled.model.compile()
+    ref = _train(eager, batches, 3)
+    got = _train(compiled, batches, 3)
+    assert _rel(got, ref) <= 1e-6
+    other, _ = _engine("precision=int8")  # other draws land farther apart: the bound means something
+    assert _rel(_train(other, batches, 3, seed=2), ref) > 1e-5
+
+
+def test_dither_operator_draws_what_the_eager_quantizer_draws():
+    y = torch.empty(3, 5, 7).permute(2, 0, 1)  # a permuted view: codes follow its memory order
+    torch.manual_seed(3)
+    a = dither_like(y).float()
+    torch.manual_seed(3)
+    b = dither_codes(y)
+    assert b.dtype == y.dtype and b.shape == y.shape and torch.equal(a, b)
+    assert b.min() >= -2 ** 15 and b.max() < 2 ** 15
+
+
+def test_auto_compiles_long_8bit_runs_only():
+    n = AUTO_COMPILE_MIN_STEPS
+    assert resolve_compile("auto", "int8", n)[0] is True
+    assert resolve_compile("auto", "int8", n - 1)[0] is False
+    assert resolve_compile("auto", "fp32", 10 * n)[0] is False
+    assert resolve_compile(True, "fp32", 1) == (True, "sim.compile=true")
+    assert resolve_compile("false", "int8", 10 * n)[0] is False
+    for bad in ("maybe", "1", ""):
+        with pytest.raises(ConfigError, match="sim.compile: must be one of auto, true, false"):
+            parse_compile(bad)
+
+
+def _failing_compile(exc: Exception):
+    def fake_compile(fn, **kw):
+        def broken(named, *args):
+            for v in named.values():  # a failure after the graph ran: buffers already written
+                if not v.requires_grad:
+                    v.add_(1.0)
+            torch.rand(3)
+            raise exc
+        return broken
+    return fake_compile
+
+
+def test_auto_falls_back_to_eager_with_buffers_and_rng_restored(monkeypatch):
+    eager, batches = _engine("precision=int8", "model=cnn")  # 8-bit ranges are per-node buffers
+    ref = _train(eager, batches, 3)
+    ref_buffers = eager.model.buffers.clone()
+    monkeypatch.setattr(torch, "compile", _failing_compile(RuntimeError("no C++ compiler\nmore")))
+    fallback, _ = _engine("precision=int8", "model=cnn")
+    fallback.model.compile(strict=False)
+    with pytest.warns(UserWarning, match="sim.compile=auto: torch.compile failed"):
+        got = _train(fallback, batches, 3)
+    assert not fallback.model.compiled
+    assert fallback.model.compile_failure == "RuntimeError: no C++ compiler"
+    assert torch.equal(got, ref) and torch.equal(fallback.model.buffers, ref_buffers)
+
+
+def test_true_reports_a_model_it_cannot_compile_in_one_line(monkeypatch):
+    import torch._dynamo.exc as dynamo_exc
+
+    monkeypatch.setattr(torch, "compile", _failing_compile(dynamo_exc.TorchRuntimeError("bad op\ntrace")))
+    engine, batches = _engine()
+    engine.model.compile(strict=True)
+    with pytest.raises(ConfigError, match=r"^sim.compile: torch.compile cannot compile this model \(bad op\); "
+                                          r"use sim.compile=false$"):
+        engine.train_step(*batches[0], 0.05)
+
+
+def test_the_run_records_what_it_compiled(tmp_path):
+    import json
+
+    from decent8.cli.main import main
+
+    rc = main(["train", "model=mlp", "epochs=1", "sim.chunk=8", "sim.compile=true", f"out_dir={tmp_path}", "name=r",
+               "--quiet"])
+    assert rc == 0
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    execution = json.loads((tmp_path / "r" / "execution.json").read_text())
+    assert summary["sim_compile"] is True and summary["sim_compile_failure"] == ""
+    assert execution["compile"] is True and execution["compile_reason"] == "sim.compile=true"
+    assert "compile: 'true'" in (tmp_path / "r" / "config.yaml").read_text()
+    rc = main(["train", "precision=int8", "epochs=1", "sim.chunk=8", f"out_dir={tmp_path}", "name=a", "--quiet"])
+    assert rc == 0
+    execution = json.loads((tmp_path / "a" / "execution.json").read_text())
+    assert execution["compile"] is False and "fewer than the" in execution["compile_reason"]
