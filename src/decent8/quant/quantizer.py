@@ -170,7 +170,12 @@ def dither_like(x: torch.Tensor, scratch: bool = False) -> torch.Tensor:
     return _shaped_like(flat, x)
 
 
-@torch.library.custom_op("decent8::dither_v1", mutates_args=())
+def _is_compiling() -> bool:
+    """True while ``torch.compile`` traces (``sim.compile``); torch < 2.3 has no probe."""
+    probe = getattr(torch.compiler, "is_compiling", None)
+    return bool(probe and probe())
+
+
 def dither_codes(y: torch.Tensor) -> torch.Tensor:
     """The codes of :func:`dither_like` (the same draws), as float values shaped like ``y``:
     an operator that ``torch.compile`` calls as it is. Traced, the int16 view of the
@@ -181,9 +186,12 @@ def dither_codes(y: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(y).copy_(dither_like(y))
 
 
-@dither_codes.register_fake
-def _(y: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(y)
+if hasattr(torch.library, "custom_op"):  # torch >= 2.4
+    dither_codes = torch.library.custom_op("decent8::dither_v1", mutates_args=())(dither_codes)
+
+    @dither_codes.register_fake
+    def _(y: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(y)
 
 
 def fake_quantize(
@@ -210,7 +218,7 @@ def fake_quantize(
             # (x − mn)/scale + (h + ½)/2^16  =  (x − shift)/scale + h/2^16
             shift = torch.add(mn, scale, alpha=-0.5 / _DITHER_LEVELS)
             y = torch.sub(x, shift).div_(scale)
-            if torch.compiler.is_compiling():  # sim.compile: one fused pass around the draws
+            if _is_compiling():  # sim.compile: one fused pass around the draws
                 y.add_(dither_codes(y), alpha=1.0 / _DITHER_LEVELS)
             else:
                 h = dither_like(y, scratch=True)
@@ -287,7 +295,7 @@ def _plain_twin(fn: type[torch.autograd.Function]) -> type[torch.autograd.Functi
 
 def _apply(fn: type[torch.autograd.Function], plain: type[torch.autograd.Function], *args):  # type: ignore[no-untyped-def]
     """``fn.apply(*args)`` (functorch-aware) inside ``torch.func`` transforms, ``plain.apply`` outside."""
-    if torch.compiler.is_compiling():  # sim.compile: dynamo traces the functorch-aware form
+    if _is_compiling():  # sim.compile: dynamo traces the functorch-aware form
         return fn.apply(*args)
     return (fn if torch._C._are_functorch_transforms_active() else plain).apply(*args)
 
@@ -393,7 +401,7 @@ def _requires_grad(x: torch.Tensor) -> bool:
     tensor reports False even when the tensor it wraps requires grad. (Under
     ``torch.compile`` True: the wrappers cannot be traced, and a gradient hook on a
     tensor that gets no gradient never runs.)"""
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         return True
     f = torch._C._functorch
     while f.is_functorch_wrapped_tensor(x):
