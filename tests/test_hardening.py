@@ -398,3 +398,21 @@ def test_signals_exit_143_and_130_with_one_line(sig, code, tmp_path):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert p.returncode == code and len(lines) == 1 and lines[0].startswith("decent8: error: "), (p.returncode, err)
     assert not list((tmp_path / "s").glob(".*.tmp"))
+
+
+def test_a_failed_checkpoint_write_names_the_file_and_the_free_space(tmp_path, monkeypatch):
+    import torch
+
+    from decent8.atomic import atomic_torch_save
+
+    def full_disk(obj, f):  # what torch's zip writer raises when the disk fills up
+        Path(f).write_bytes(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1453798208 vs 1453798096")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    target = tmp_path / "checkpoint.pt"
+    with pytest.raises(OSError, match=r"could not write the file \(\d+\.\d GiB free on its disk; torch.save: "
+                                      r"\[enforce fail") as info:
+        atomic_torch_save({"x": 1}, target)
+    assert info.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []  # no checkpoint, no temporary file

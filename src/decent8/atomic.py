@@ -5,11 +5,15 @@ content or the new one.
 """
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+from .errors import first_line
 
 
 @contextmanager
@@ -35,10 +39,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    """``torch.save`` atomically. A failed write (a full disk: torch's zip writer raises a
+    RuntimeError such as "unexpected pos …") becomes an ``OSError`` naming the file and the
+    space left on its disk; the temporary file is removed."""
     import torch
 
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    try:
+        with atomic_path(path) as tmp:
+            torch.save(obj, tmp)
+    except RuntimeError as e:
+        free = shutil.disk_usage(Path(path).parent).free
+        raise OSError(errno.EIO, f"could not write the file ({free / 2**30:.1f} GiB free on its disk; "
+                                 f"torch.save: {first_line(e, 120)})", str(path)) from None
 
 
 def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 110) -> None:
