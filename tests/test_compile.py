@@ -134,7 +134,8 @@ def test_the_run_records_what_it_compiled(tmp_path):
     assert summary["sim_compile"] is True and summary["sim_compile_failure"] == ""
     assert execution["compile"] is True and execution["compile_reason"] == "sim.compile=true"
     assert "compile: 'true'" in (tmp_path / "r" / "config.yaml").read_text()
-    rc = main(["train", "precision=int8", "epochs=1", "sim.chunk=8", f"out_dir={tmp_path}", "name=a", "--quiet"])
+    rc = main(["train", "model=mlp", "precision=int8", "epochs=1", "sim.chunk=8", f"out_dir={tmp_path}", "name=a",
+               "--quiet"])
     assert rc == 0
     execution = json.loads((tmp_path / "a" / "execution.json").read_text())
     assert execution["compile"] is False and "fewer than the" in execution["compile_reason"]
