@@ -78,8 +78,8 @@ def spec_of(execution: str, chunk: int) -> str:
 
 COMPILE_MODES = ("auto", "true", "false")
 #: ``sim.compile=auto`` compiles 8-bit runs of at least this many steps. Compiling the
-#: 8-bit ResNet-20 took 66–210 s on this 2-core CPU (3 s from the inductor cache) and
-#: made a step 1.3–1.5x faster; FP32 steps gained ≤ 5 % (docs/execution.md "Compiled step").
+#: 8-bit ResNet-20 took 210 s cold on a 2-core CPU (3 s from the inductor cache) and made
+#: its step 1.3–1.5x faster; FP32 steps gained ≤ 12 % (docs/execution.md "Compiled step").
 AUTO_COMPILE_MIN_STEPS = 2000
 
 
