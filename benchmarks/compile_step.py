@@ -17,6 +17,7 @@ import time
 import torch
 
 from decent8.config import load_config
+from decent8.models.execution import parse_execution
 from decent8.train.build import build
 from decent8.train.engine import Engine
 
@@ -25,6 +26,7 @@ def make(model: str, precision: str, chunk: str) -> tuple[Engine, list]:
     cfg = load_config(None, [f"model={model}", f"precision={precision}", "nodes=8", "algorithm=choco",
                              f"sim.chunk={chunk}", "progress=false"])
     c = build(cfg)
+    c.model.execution, c.model.chunk = parse_execution(chunk)  # (train() does this through sim.chunk)
     idx = c.sampler.epoch_indices(0)
     batches = [(c.dataset.x_train[idx[:, s]], c.dataset.y_train[idx[:, s]]) for s in range(idx.shape[1])]
     return Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), batches
@@ -51,7 +53,7 @@ def main() -> None:
     ap.add_argument("--cases", nargs="+", default=["mlp:fp32", "cnn:fp32", "mlp:int8", "cnn:int8"],
                     help="model:precision")
     ap.add_argument("--steps", type=int, nargs="+", default=[5, 30, 100])
-    ap.add_argument("--chunk", default="8")
+    ap.add_argument("--chunk", default="1", help="sim.chunk: 1 (the loop), N (vmap) or layers:N")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--lr", type=float, default=0.05)
     a = ap.parse_args()

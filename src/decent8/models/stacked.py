@@ -57,6 +57,7 @@ class StackedModel:
         #: ``sim.compile``: the compiled form of :meth:`_chunk_loss` (None: eager)
         self._compiled_loss: Callable | None = None
         self._compile_strict = True
+        self._compile_ok = False
         #: why compiling failed under ``sim.compile=auto`` (the run then went on eagerly)
         self.compile_failure = ""
         self._node_aware = node_aware_layers(self.module)
@@ -179,10 +180,13 @@ class StackedModel:
         Random operators draw from the eager generators (inductor's ``fallback_random``;
         the quantizer's dither is the eager one, :func:`decent8.quant.quantizer.dither_codes`),
         so the draws, the checkpointed RNG state and resuming are those of eager mode.
-        ``strict=False`` (``sim.compile=auto``): if compiling fails, the model's buffers and
-        the RNG are restored and the run goes on eagerly (``compile_failure`` says why)."""
+        ``strict=False`` (``sim.compile=auto``): if compiling fails in the first step, the
+        model's buffers and the RNG are restored and the run goes on eagerly
+        (``compile_failure`` says why); once a whole step has run compiled, nothing is
+        snapshotted any more."""
         self._compiled_loss = torch.compile(self._chunk_loss, dynamic=False)
         self._compile_strict = strict
+        self._compile_ok = False
         self.compile_failure = ""
 
     @property
@@ -195,7 +199,9 @@ class StackedModel:
         import torch._dynamo.exc as dynamo_exc
         import torch._inductor.config as inductor_config
 
-        saved = None if self._compile_strict else self._snapshot(named)
+        # auto: until one whole step (every chunk shape) has run compiled, keep what a
+        # failed call may have changed
+        saved = None if self._compile_strict or self._compile_ok else self._snapshot(named)
         try:
             with inductor_config.patch(fallback_random=True):
                 return self._compiled_loss(named, *args)
@@ -279,6 +285,7 @@ class StackedModel:
                 else:
                     dst.copy_(g.reshape(i1 - i0, -1))
             losses[i0:i1] = loss.detach().reshape(-1)
+        self._compile_ok = self._compiled_loss is not None  # every chunk shape compiled and ran
         return losses, grad
 
     @torch.no_grad()
