@@ -153,3 +153,18 @@ def test_auto_snapshots_only_until_a_whole_step_has_run_compiled(monkeypatch):
     _train(engine, batches, 3)
     assert engine.model.compiled and engine.model.compile_failure == ""
     assert len(calls) == 3  # the three chunks of the first step, none after it
+
+
+@pytest.mark.skipif(not hasattr(dither_codes, "register_vmap"), reason="torch < 2.4: no dither operator")
+def test_dither_operator_has_a_vmap_rule(capfd):
+    """A compiled ``sim.chunk`` > 1 calls the dither operator under vmap: one draw for the
+    batched tensor, a different one per node, and no per-node fallback loop (torch warns
+    "performance drop" on stderr at every call when the rule is missing)."""
+    y = torch.zeros(4, 3, 257)
+    out = torch.func.vmap(dither_codes, randomness="different")(y)
+    same = torch.func.vmap(dither_codes, randomness="same")(y)
+    assert out.shape == y.shape and same.shape == y.shape
+    assert torch.equal(out, out.round()) and out.min() >= -(1 << 15) and out.max() < (1 << 15)
+    assert (out[0] != out[1]).float().mean() > 0.99          # nodes draw their own codes
+    assert torch.equal(same[0], same[3]) and (same[0] != 0).any()
+    assert "performance drop" not in capfd.readouterr().err

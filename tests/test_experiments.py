@@ -24,7 +24,7 @@ EXPECTED_CELLS = {
     "table3_resnet20_ring8": 32, "table3_resnet20_ring16": 32, "table3_resnet54_ring8": 32,
     "table3_vgg11_torus16": 32, "table4_resnet20_qgm_ring8": 16, "table5_resnet18_torus8": 8,
     "table5_vgg11_ring4": 8, "figure1_norms_resnet20_ring8": 4,
-    "table6_agnews_ring4": 24, "table6_sentlen_ring4": 24,
+    "table6_agnews_ring4": 24, "table6_sentlen_ring4": 24, "cifar10_findings_ring8": 48,
 }
 
 
@@ -32,6 +32,20 @@ def test_every_experiment_of_the_paper_has_a_preset():
     assert sorted(EXPECTED_CELLS) == PRESETS
     assert {f"paper/{n}" for n in PRESETS} <= set(list_presets())
     assert resolve_config_arg("paper/table3_resnet20_ring8") == PAPER / "table3_resnet20_ring8.yaml"
+
+
+def test_the_findings_preset_runs_in_parts_with_8bit_compiled():
+    """Issue 16's grid: seed 0 of all 16 settings first, Choco's cells ahead of Deep-Squeeze's;
+    8-bit cells compile their step (an execution option: same config for comparisons)."""
+    plan = make_plan("paper/cifar10_findings_ring8", ["seed=0"], [])
+    assert len(plan.cells) == 16 and all(c.labels["seed"] == "0" for c in plan.cells)
+    assert [c.labels["algorithm"] for c in plan.cells] == ["choco"] * 8 + ["deepsqueeze"] * 8
+    for c in plan.cells:
+        assert ("sim.compile=true" in c.overrides) == (c.labels["precision"] == "int8")
+    assert len(make_plan("paper/cifar10_findings_ring8", ["seed=1,2", "comp=99"], []).cells) == 16
+    assert len(make_plan("paper/cifar10_findings_ring8", ["seed=1,2", "comp=0", "algorithm=choco"], []).cells) == 8
+    cfg = load_config(plan.config_path, plan.base + plan.cells[0].overrides)
+    assert (cfg.data.image_size, cfg.epochs, cfg.optimizer.schedule, cfg.nodes) == (16, 10, "cosine", 8)
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -65,6 +79,9 @@ def test_preset_grid_and_paper_numbers_line_up(name):
         assert axis["skew"].labels == ["0", "0.5", "0.9"]
     else:
         assert opt["warmup_epochs"] == 1 and opt["lr"] in (0.1, 0.01)
+    if name.startswith("cifar10_findings"):   # issue 16's reduced protocol of Table 3
+        assert cfg["data"]["name"] == "cifar10" and cfg["nodes"] == 8 and axis["skew"].labels == ["0", "0.9"]
+        assert axis["seed"].labels == ["0", "1", "2"]
     if name.startswith("table3") or name.startswith("table4"):
         assert cfg["epochs"] == 200 and cfg["data"]["name"] == "cifar10"
         assert opt["milestones"] == ([100, 150] if "resnet" in name else []) and opt["lr"] == 0.1
@@ -202,6 +219,7 @@ def test_tiny_preset_sweep_skips_resumes_and_reports(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| Model | Graph | Nodes (n) | Comp. (%) | Degree of skew | Data/node (GB) | Choco |" in text
     assert "[97.50]" in text and "[91.25]" in text and "[1.5 / 0.4]" in text
+    assert "Compute: " in text          # the sum of the cells' wall_time_s
     for png in ("accuracy_vs_skew", "validation_error", "class_distribution"):
         assert (sweep / "figures" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (sweep / "report.md").read_text().startswith("# Tiny digits table")
@@ -226,7 +244,7 @@ def _fake_cell(root: Path, name: str, labels: dict, acc: float, cfg: dict, skew:
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
     (d / "summary.json").write_text(json.dumps({"mean_node_accuracy": acc, "averaged_model_accuracy": acc + 0.01,
                                                 "bytes_sent_per_node": 2e9 if labels["precision"] == "fp32" else 5e8,
-                                                "epochs": 3}))
+                                                "epochs": 3, "wall_time_s": 10.0}))
     (d / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e, "mean_node_accuracy": acc * e / 3,
                                                          "averaged_model_accuracy": acc}) + "\n" for e in (1, 2, 3)))
     heavy = int(100 * skew)
@@ -260,7 +278,8 @@ def test_report_of_a_synthetic_sweep_folder(tmp_path, capsys):
     assert lines[2] == "| ResNet-20 | 0 | 2 / 0.5 | 80.00 [90.56] | 78.00 [90.57] | 82.00 [90.96] | 81.00 [90.30] |"
     assert lines[3] == "| ResNet-20 | 0.9 | 2 / 0.5 | 60.00 | 58.00 | 62.00 | — |"
     assert "7 of 8 cells finished" in text and "Ours − paper over 4 cells" in text
-    for png in ("accuracy_vs_skew", "validation_error", "class_distribution"):
+    assert "Compute: 70 s of wall time over the 7 finished cells" in text   # 7 × 10 s
+    for png in ("accuracy_vs_skew", "fp32_vs_int8", "validation_error", "class_distribution"):
         assert (sweep / "figures" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
     assert not list((sweep / "figures").glob(".*"))     # atomic writes leave no temporary files
     sw = load_sweep(sweep)
@@ -281,3 +300,31 @@ def test_report_without_sweep_json_infers_the_layout(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty")]) == 2
     assert "not a sweep folder" in capsys.readouterr().err
+
+
+def test_parts_of_a_grid_run_later_add_to_one_plan(tmp_path):
+    """``seed=0`` over the grid, then ``seed=1 comp=99``: sweep.json keeps every cell and
+    both commands, and the results cover the cells the first command ran."""
+    from decent8.cli.sweep_cmd import planned_results, write_plan
+
+    preset = tmp_path / "tiny.yaml"
+    preset.write_text(TINY.replace("  skew: [0.0, 0.9]\n", "  skew: [0.0, 0.9]\n  seed: [0, 1, 2]\n"))
+    sweep = tmp_path / "s"
+    sweep.mkdir()
+    first = make_plan(str(preset), ["seed=0"], [])
+    write_plan(sweep, first, [str(preset), "seed=0"])
+    for cell in first.cells:           # what the first command's cells left behind
+        (sweep / cell.name).mkdir()
+        (sweep / cell.name / "summary.json").write_text(json.dumps({"mean_node_accuracy": 0.5}))
+    second = make_plan(str(preset), ["seed=1", "comp=99"], [])
+    write_plan(sweep, second, [str(preset), "seed=1", "comp=99"])
+    plan = json.loads((sweep / "sweep.json").read_text())
+    names = [c["name"] for c in plan["cells"]]
+    assert len(names) == 6 and len(set(names)) == 6 and "comp-99_skew-0p9_seed-1" in names
+    assert [c[-2:] for c in plan["commands"]] == [[str(preset), "seed=0"], ["seed=1", "comp=99"]]
+    axes, finished = planned_results(sweep, {"comp-99_skew-0_seed-1": {"mean_node_accuracy": 0.7}})
+    assert axes == ["comp", "skew", "seed"] and len(finished) == 5      # 4 from disk + 1 just run
+    assert len(load_sweep(sweep).cells) == 6
+    # another base config (here: other epochs) starts a new plan instead of mixing
+    write_plan(sweep, make_plan(str(preset), ["seed=2", "epochs=3"], []), [str(preset), "seed=2", "epochs=3"])
+    assert len(json.loads((sweep / "sweep.json").read_text())["cells"]) == 4

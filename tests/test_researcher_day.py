@@ -15,7 +15,7 @@ import pytest
 
 from decent8 import __version__
 from decent8.errors import ConfigError
-from decent8.experiments.aggregate import decimals_for, format_mean_std, mean_std
+from decent8.experiments.aggregate import decimals_for, format_mean_se, format_mean_std, mean_std
 from decent8.train.plots import plot_curves
 from decent8.train.run_dir import RunDir
 
@@ -146,6 +146,8 @@ def test_mean_std_precision():
     assert decimals_for(0.85) == 2 and decimals_for(14.0) == 0 and decimals_for(0.0) == 2
     assert format_mean_std([98.06]) == "98.06"
     assert format_mean_std([50.0, 90.0, 70.0]) == "70 ± 20 (n=3)"
+    assert format_mean_se([50.0, 90.0, 70.0]) == "70 ± 12 (n=3)"          # 20/√3 = 11.5
+    assert format_mean_se([90.0, 91.0, 92.0], show_n=False) == "91.00 ± 0.58" and format_mean_se([98.06]) == "98.06"
 
 
 @pytest.mark.slow   # > 6 s: kept out of the fast subset

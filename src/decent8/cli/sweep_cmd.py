@@ -34,7 +34,7 @@ from ..config import EXECUTION_OPTIONS, flatten, from_dict, load_config, to_dict
 from ..errors import ConfigError, TrainingError
 from ..experiments.aggregate import format_mean_std
 from ..experiments.report import AGGREGATED, build_report
-from ..experiments.presets import Plan, cell_config, list_presets, make_plan
+from ..experiments.presets import Cell, Plan, cell_config, list_presets, make_plan
 from ..train.build import build
 from ..train.loop import train
 from ..train.run_dir import (CHECKPOINT, CONFIG, SUMMARY, atomic_write_text, check_run_name, foreign_entries,
@@ -130,17 +130,38 @@ def default_sweep_name(plan: Plan) -> str:
 
 
 def write_plan(sweep_dir: Path, plan: Plan, argv: list[str]) -> None:
+    """``sweep.json``: the plan. A folder that already holds a plan of the same preset and
+    base overrides keeps its cells: a part of the grid run later (``seed=1,2 comp=99``)
+    adds to the plan, so ``decent8 report`` sees every cell and ``commands`` lists each run."""
     p = plan.preset
+    cells = [{"name": c.name, "labels": c.labels, "overrides": c.overrides} for c in plan.cells]
+    axes, commands = list(plan.axes), []
+    command = ["decent8", "sweep", *argv]
+    old = _read_plan(sweep_dir)
+    if old and old.get("preset") == (p.name if p else None) and old.get("base_overrides") == plan.base:
+        mine = {c["name"] for c in cells}
+        cells = [c for c in old.get("cells", []) if c.get("name") not in mine] + cells
+        axes = list(old.get("axes") or []) + [a for a in axes if a not in (old.get("axes") or [])]
+        commands = [c for c in old.get("commands") or [old.get("command")] if c and c != command]
     doc = {
         "preset": p.name if p else None, "preset_path": str(p.path) if p else None,
         "config": plan.config_path, "title": p.title if p else None, "source": p.source if p else None,
-        "scale": plan.scale, "axes": plan.axes, "base_overrides": plan.base,
-        "cells": [{"name": c.name, "labels": c.labels, "overrides": c.overrides} for c in plan.cells],
+        "scale": plan.scale, "axes": axes, "base_overrides": plan.base,
+        "cells": cells,
         "report": p.report if p else {}, "paper": p.paper if p else [],
         **({k: v for k, v in p.extra.items()} if p else {}),
-        "command": ["decent8", "sweep", *argv],
+        "command": command, "commands": commands + [command],
     }
     atomic_write_text(sweep_dir / SWEEP_FILE, json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def _read_plan(sweep_dir: Path) -> dict | None:
+    """The folder's ``sweep.json`` (None when missing or unreadable)."""
+    try:
+        doc = json.loads((sweep_dir / SWEEP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def check_clearable(run_dir: Path) -> None:
@@ -230,6 +251,23 @@ def _run_parallel(cells: list, sweep_dir: Path, jobs: int) -> dict[str, dict | s
         return dict(pool.map(one, cells))
 
 
+def planned_results(sweep_dir: Path, results: dict[str, dict | str]) -> tuple[list[str], list[tuple[Cell, dict]]]:
+    """(axes, finished cells with their summaries) of every cell in the folder's plan:
+    this command's results, and the summaries of cells that earlier commands ran."""
+    doc = _read_plan(sweep_dir) or {}
+    out = []
+    for entry in doc.get("cells", []):
+        cell = Cell(dict(entry.get("labels") or {}), list(entry.get("overrides") or []))
+        summary = results.get(cell.name)
+        if not isinstance(summary, dict):
+            try:
+                summary = json.loads((sweep_dir / cell.name / SUMMARY).read_text())
+            except (OSError, ValueError):
+                continue
+        out.append((cell, summary))
+    return list(doc.get("axes") or []), out
+
+
 def results_table(axes: list[str], finished: list) -> tuple[str, list[str], list[list[str]]]:
     """One row per configuration; cells that differ only in ``seed`` aggregate to mean ± std (n).
     Returns (text table, headers, rows of strings)."""
@@ -303,15 +341,15 @@ def run(ns: argparse.Namespace) -> int:
             todo.append((cell, cfg, run_dir))
     if todo:
         results.update(_run_inline(todo, ns.quiet) if ns.jobs == 1 else _run_parallel(todo, sweep_dir, ns.jobs))
-    finished = [(c, results[c.name]) for c, _, _ in cfgs if isinstance(results.get(c.name), dict)]
     failed = [c.label for c, _, _ in cfgs if not isinstance(results.get(c.name), dict)]
-    table, headers, rows = results_table(plan.axes, finished)
+    axes, finished = planned_results(sweep_dir, results)
+    table, headers, rows = results_table(axes, finished)
     print(table)
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(plan.axes + ["mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "bytes_sent_per_node",
-                       "spectral_gap", "wall_time_s", "run"])
-    keys = plan.axes
+    w.writerow(axes + ["mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "bytes_sent_per_node",
+                  "spectral_gap", "wall_time_s", "run"])
+    keys = axes
     for cell, s in finished:
         w.writerow([cell.labels.get(k, "") for k in keys] + [s["mean_node_accuracy"], s["averaged_model_accuracy"],
                    s["consensus_distance"], s["bytes_sent_per_node"], s["spectral_gap"], s["wall_time_s"], cell.name])

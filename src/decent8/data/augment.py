@@ -9,8 +9,9 @@ on CPU or GPU alike, and a resumed run draws what the uninterrupted one would ha
 
 Kinds (``ArrayDataset.augment``; ``data.augment=false`` turns them off):
 
-* ``crop_flip`` — CIFAR-10: zero-pad 4 px, random 32x32 crop, horizontal flip with
-  probability ½ (torchvision's RandomCrop(32, 4) + RandomHorizontalFlip).
+* ``crop_flip`` — CIFAR-10: zero-pad H/8 px (4 at 32 px; 2 at ``data.image_size=16``), random
+  HxW crop, horizontal flip with probability ½ (torchvision's RandomCrop(32, 4) +
+  RandomHorizontalFlip at the native size).
 * ``resized_crop_flip`` — Imagenette: torchvision's RandomResizedCrop(scale=(0.08, 1),
   ratio=(3/4, 4/3)) box rule (10 tries, then a center crop), resampled bilinearly to the
   stored size, + horizontal flip. (No antialiasing when the box is larger than the output.)
@@ -180,4 +181,11 @@ def make_batch_transform(dataset: ArrayDataset, augment: bool, seed: int, local_
                          device: torch.device | str = "cpu") -> BatchTransform:
     """The batch transform of ``dataset`` (its standard augmentation unless ``augment`` is False)."""
     kind = dataset.augment if augment else "none"
-    return BatchTransform(kind, dataset.mean, dataset.std, seed, local_nodes, device)
+    shape = dataset.input_shape
+    pad = crop_pad(shape[-2]) if isinstance(shape, tuple) and len(shape) == 3 else 4
+    return BatchTransform(kind, dataset.mean, dataset.std, seed, local_nodes, device, pad=pad)
+
+
+def crop_pad(height: int) -> int:
+    """Zero padding of ``crop_flip``: H/8 pixels, rounded (the standard 4 at CIFAR's 32 px)."""
+    return max(1, int(round(height / 8)))

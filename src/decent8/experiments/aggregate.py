@@ -41,6 +41,17 @@ def format_mean_std(xs: Sequence[float], single: int = 2, show_n: bool = True) -
     return text + (f" (n={n})" if show_n else "")
 
 
+def format_mean_se(xs: Sequence[float], single: int = 2, show_n: bool = True) -> str:
+    """``97.32`` for one value, ``97.3 ± 0.50 (n=3)`` for several: the mean and its standard
+    error s/√n (the spread a mean of n seeds has), rounded as :func:`format_mean_std`."""
+    m, s, n = mean_std(xs)
+    if n == 1:
+        return f"{m:.{single}f}"
+    se = s / math.sqrt(n)
+    d = decimals_for(se, single)
+    return f"{m:.{d}f} ± {se:.{d}f}" + (f" (n={n})" if show_n else "")
+
+
 def format_value(x: float, digits: int = 2) -> str:
     """A single number without trailing padding: 98.06 stays 98.06, 98.0600 is never printed."""
     return f"{x:.{digits}f}"

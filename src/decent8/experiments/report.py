@@ -10,6 +10,8 @@ recovered from the run folders' ``config.yaml``) and each cell's ``summary.json`
   the paper's number, plus the data each node sent (GB, FP / LP);
 * ``figures/accuracy_vs_skew.png`` (Figures 4–6): accuracy vs skew, one panel per
   compression, solid = full precision, dashed = 8-bit, the paper's numbers as crosses;
+* ``figures/fp32_vs_int8.png``: FP32 beside 8-bit for every other setting, mean ± s.e.
+  over the seeds, the seeds as dots;
 * ``figures/validation_error.png`` (Figure 1): validation error vs epoch per cell
   (per normalization layer for the Figure 1 preset);
 * ``figures/class_distribution.png`` (Figure 2): samples of each class per node, one
@@ -34,7 +36,7 @@ from ..config import EXECUTION_OPTIONS, flatten
 from ..errors import ConfigError
 from ..train.plots import Group, plot_accuracy_vs_bytes, plot_groups
 from . import findings
-from .aggregate import format_mean_std
+from .aggregate import format_mean_se, mean_std
 from .presets import canonical_label
 
 SWEEP_FILE = "sweep.json"
@@ -43,7 +45,7 @@ _ALGO_NAMES = {"dpsgd": "D-PSGD", "deepsqueeze": "DS", "choco": "Choco", "sgp": 
                "choco_push": "Choco-push"}
 _AXIS_TITLES = {"comp": "Comp. (%)", "skew": "Degree of skew", "model.norm": "Norm", "nodes": "Nodes",
                 "algorithm": "Algorithm", "precision": "Precision"}
-AGGREGATED = ("seed",)      # axes averaged over (mean ± std, n) instead of shown as rows
+AGGREGATED = ("seed",)      # axes averaged over (mean ± s.e., n) instead of shown as rows
 _ROW_TITLES = {"model": "Model", "graph": "Graph", "nodes": "Nodes (n)", "skew": "Skew"}
 
 
@@ -271,7 +273,7 @@ def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, 
             done, n_all = cell_values(sw, row_axes, row, spec or {}, metric)
             ours = _mean(done) if done else None
             paper = _paper_value(sw, row_axes, row, label)
-            txt = format_mean_std(done, show_n=False) if done else "—"
+            txt = format_mean_se(done, show_n=False) if done else "—"
             if done and n_all > 1:
                 txt += f" (n={len(done)}" + (f" of {n_all}" if len(done) < n_all else "") + ")"
             if paper is not None:
@@ -356,6 +358,49 @@ def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accura
     fig.tight_layout()
     save_figure(fig, path)
     return True
+
+
+def plot_fp32_vs_int8(sw: Sweep, path: Path, metric: str = "mean_node_accuracy") -> bool:
+    """FP32 beside 8-bit for every other setting of the sweep: bars of the mean over seeds,
+    error bars ± one standard error (s/√n), the seeds as dots."""
+    pairs: dict[tuple[tuple[str, str], ...], dict[str, list[float]]] = {}
+    for c in sw.cells:
+        prec = c.labels.get("precision") or _config_value(c.config, "precision")
+        if prec not in ("fp32", "int8") or not c.summary or metric not in c.summary:
+            continue
+        key = tuple((k, v) for k, v in c.labels.items() if k not in ("precision", *AGGREGATED))
+        pairs.setdefault(key, {"fp32": [], "int8": []})[str(prec)].append(100.0 * float(c.summary[metric]))
+    pairs = {k: v for k, v in pairs.items() if v["fp32"] and v["int8"]}
+    if not pairs:
+        return False
+    keys = list(pairs)
+    fig = _new_figure(max(5.0, 0.9 * len(keys) + 1.5), 4.2)
+    ax = fig.subplots()
+    for j, (prec, color) in enumerate((("fp32", "tab:blue"), ("int8", "tab:orange"))):
+        xs = [i + (j - 0.5) * 0.38 for i in range(len(keys))]
+        stats = [mean_std(pairs[k][prec]) for k in keys]
+        ax.bar(xs, [m for m, _, _ in stats], width=0.36, color=color, alpha=0.75,
+               yerr=[sd / n ** 0.5 if n > 1 else 0.0 for _, sd, n in stats], capsize=3,
+               label="FP32" if prec == "fp32" else "8-bit")
+        for x, k in zip(xs, keys):
+            ax.plot([x] * len(pairs[k][prec]), pairs[k][prec], ".", color="black", markersize=3)
+    names = ["\n".join(_ALGO_NAMES.get(v, v) if a == "algorithm" else f"{_short_axis(a)} {v}" for a, v in k)
+             for k in keys]
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels(names, fontsize=7)
+    low = min(min(v["fp32"] + v["int8"]) for v in pairs.values())
+    ax.set_ylim(max(0.0, low - 10.0), None)
+    ax.set_ylabel("test accuracy (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{sw.title} — FP32 vs 8-bit (mean ± s.e. over seeds; dots: seeds)", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
+def _short_axis(axis: str) -> str:
+    return {"comp": "comp %", "skew": "skew"}.get(axis, axis)
 
 
 def _figure_title(sw: Sweep, prefix: dict[str, Any], what: str) -> str:
@@ -530,8 +575,13 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
     scale_txt = f"scale {sw.scale:g} ({epochs} epochs, a {sw.scale:g} part of the train set). " if sw.scale else ""
     lines += [f"{finished} of {len(sw.cells)} cells finished. {scale_txt}Each cell: test accuracy (%) of our run "
               f"({what}, after the final consensus rounds)" + (" [the paper's number]" if sw.paper else "")
-              + "; runs that differ only in their seed are aggregated as mean ± sample std (n = runs).", ""]
+              + "; runs that differ only in their seed are aggregated as mean ± standard error of the mean "
+              "(s/√n, n = runs).", ""]
     lines += [table, ""]
+    walls = [float(c.summary["wall_time_s"]) for c in sw.cells if c.summary and "wall_time_s" in c.summary]
+    if walls:
+        lines += [f"Compute: {sum(walls):,.0f} s of wall time over the {len(walls)} finished cells (the sum of "
+                  f"their `wall_time_s`; cells that ran side by side overlap in real time).", ""]
     if deltas:
         lines += [f"Ours − paper over {len(deltas)} cells: mean {_mean(deltas):+.2f}, "
                   f"min {min(deltas):+.2f}, max {max(deltas):+.2f} points.", ""]
@@ -547,6 +597,8 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
         made = []
         if plot_accuracy_vs_skew(sw, fig_dir / "accuracy_vs_skew.png", metric):
             made.append(("Accuracy vs skew (Figures 4–6)", "figures/accuracy_vs_skew.png"))
+        if plot_fp32_vs_int8(sw, fig_dir / "fp32_vs_int8.png", metric):
+            made.append(("FP32 vs 8-bit per setting", "figures/fp32_vs_int8.png"))
         if plot_validation_error(sw, fig_dir / "validation_error.png", metric):
             made.append(("Validation error during training (Figure 1)", "figures/validation_error.png"))
         if plot_class_distribution(sw, fig_dir / "class_distribution.png"):

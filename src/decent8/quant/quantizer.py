@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -192,6 +193,21 @@ if hasattr(torch.library, "custom_op"):  # torch >= 2.4
     @dither_codes.register_fake
     def _(y: torch.Tensor) -> torch.Tensor:
         return torch.empty_like(y)
+
+    if hasattr(dither_codes, "register_vmap"):
+        @dither_codes.register_vmap
+        def _(info: Any, in_dims: tuple[int | None], y: torch.Tensor) -> tuple[torch.Tensor, int | None]:
+            """Under ``torch.func.vmap`` (a compiled ``sim.chunk``): one draw for the whole
+            batched tensor, so every node gets its own codes (``randomness="different"``;
+            ``"same"`` draws one node's codes and shares them). Without this rule torch falls
+            back to a loop over the nodes and warns at every call."""
+            (dim,) = in_dims
+            if info.randomness == "same":
+                codes = dither_codes(y if dim is None else y.select(dim, 0))
+                return (codes, None) if dim is None else (codes.unsqueeze(0).expand(info.batch_size, *codes.shape), 0)
+            if info.randomness != "different":
+                raise RuntimeError("the 8-bit quantizer's dither draws random numbers: vmap needs randomness='different'")
+            return dither_codes(y), dim
 
 
 def fake_quantize(
