@@ -102,13 +102,13 @@ def test_report_of_run_folders_aggregates_seeds(three_seeds, tmp_path):
     accs = [100 * json.loads((Path(r) / "summary.json").read_text())["mean_node_accuracy"] for r in runs]
     r = _cli(["report", *runs, "--out", str(tmp_path / "cmp")], tmp_path)
     assert r.returncode == 0, r.stderr
-    assert format_mean_std(accs, show_n=False) in r.stdout and "(n=3)" in r.stdout
+    assert format_mean_se(accs, show_n=False) in r.stdout and "(n=3)" in r.stdout
     for png in ("curves.png", "accuracy_vs_bytes.png"):
         assert (tmp_path / "cmp" / "figures" / png).stat().st_size > 5000
     # the folder holding them reads as a sweep over seed: the same aggregate
     r2 = _cli(["report", str(out)], tmp_path)
     assert r2.returncode == 0, r2.stderr
-    assert format_mean_std(accs, show_n=False) in r2.stdout
+    assert format_mean_se(accs, show_n=False) in r2.stdout
     assert (out / "figures" / "accuracy_vs_bytes.png").is_file()
 
 
