@@ -242,7 +242,11 @@ def fake_quantize(
                 y.add_(hf, alpha=1.0 / _DITHER_LEVELS)
         else:
             y = torch.sub(x, mn).div_(scale)
-        y.clamp_(0, levels).round_()
+        if _is_compiling():  # (fused; vmap has no batching rule for clamp_ and would loop over the nodes)
+            y.clamp_min_(0).clamp_max_(levels)
+        else:
+            y.clamp_(0, levels)
+        y.round_()
         return y.mul_(scale).add_(mn)  # (addcmul with scalar tensors is ~4x slower on CPU)
 
 
@@ -311,9 +315,16 @@ def _plain_twin(fn: type[torch.autograd.Function]) -> type[torch.autograd.Functi
 
 def _apply(fn: type[torch.autograd.Function], plain: type[torch.autograd.Function], *args):  # type: ignore[no-untyped-def]
     """``fn.apply(*args)`` (functorch-aware) inside ``torch.func`` transforms, ``plain.apply`` outside."""
-    if _is_compiling():  # sim.compile: dynamo traces the functorch-aware form
-        return fn.apply(*args)
     return (fn if torch._C._are_functorch_transforms_active() else plain).apply(*args)
+
+
+def _straight_through(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``q`` forward (exactly: ``x − x.detach()`` is 0), identity backward. The form of the
+    straight-through estimator used while ``torch.compile`` traces (``sim.compile``): there
+    an autograd function under ``vmap`` (a compiled ``sim.chunk`` > 1) loses its backward
+    (torch 2.13: differentiated through its forward, or cut off the graph), while these
+    plain operations fuse with the quantizer's."""
+    return q + (x - x.detach())
 
 
 class _FakeQuantSTE(torch.autograd.Function):
@@ -351,6 +362,8 @@ def quantize_ste(
     x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, bits: int = 8, stochastic: bool = False
 ) -> torch.Tensor:
     """Q_b(x) over ``[mn, mx]`` with a straight-through (identity) backward."""
+    if _is_compiling():
+        return _straight_through(x, fake_quantize(x.detach(), mn.detach(), mx.detach(), bits, stochastic))
     return _apply(_FakeQuantSTE, _FakeQuantSTEPlain, x, mn.detach(), mx.detach(), bits, stochastic)
 
 
@@ -387,6 +400,8 @@ def quantize_tensor(x: torch.Tensor, bits: int = 8, stochastic: bool = False,
     nodes' copies), deterministic rounding by default, straight-through backward."""
     if x.dim() == 0:
         return x
+    if _is_compiling():
+        return _straight_through(x, quantize_per_node(x.detach(), bits, stochastic, node_dim))
     return _apply(_QuantizeWhole, _QuantizeWholePlain, x, bits, stochastic, node_dim)
 
 
@@ -431,7 +446,42 @@ def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True, node_
     stochastic rounding by default)."""
     if not torch.is_grad_enabled() or not _requires_grad(x):
         return x
+    if _is_compiling() and _quantize_grad_op is not None:
+        return _quantize_grad_op(x, bits, stochastic, -1 if node_dim is None else node_dim)
     return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim)
+
+
+_quantize_grad_op = None
+if hasattr(torch.library, "custom_op"):  # torch >= 2.4
+    @torch.library.custom_op("decent8::quantize_grad_v1", mutates_args=())
+    def _quantize_grad_op(x: torch.Tensor, bits: int, stochastic: bool, node_dim: int) -> torch.Tensor:
+        """:func:`quantize_grad` as an operator, for ``torch.compile`` (``sim.compile``): the
+        identity (a copy: an operator's output may not alias its input) whose registered
+        backward quantizes the gradient; ``node_dim`` −1 is None. Traced, an autograd
+        function under ``vmap`` loses its backward (see :func:`_straight_through`)."""
+        return x.clone()
+
+    @_quantize_grad_op.register_fake
+    def _(x: torch.Tensor, bits: int, stochastic: bool, node_dim: int) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def _quantize_grad_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+        ctx.bits, ctx.stochastic, ctx.node_dim = inputs[1], inputs[2], inputs[3]
+
+    def _quantize_grad_backward(ctx: Any, g: torch.Tensor) -> tuple:
+        node_dim = None if ctx.node_dim < 0 else ctx.node_dim
+        return quantize_per_node(g, ctx.bits, ctx.stochastic, node_dim), None, None, None
+
+    _quantize_grad_op.register_autograd(_quantize_grad_backward, setup_context=_quantize_grad_setup)
+
+    if hasattr(_quantize_grad_op, "register_vmap"):
+        @_quantize_grad_op.register_vmap
+        def _(info: Any, in_dims: tuple, x: torch.Tensor, bits: int, stochastic: bool,
+              node_dim: int) -> tuple[torch.Tensor, int | None]:
+            """Batched over the nodes: one call with the batch dim as the node dim, so each
+            node's gradient keeps its own range."""
+            bx = in_dims[0]
+            return _quantize_grad_op(x, bits, stochastic, node_dim if bx is None else bx), bx
 
 
 __all__ = [
