@@ -142,6 +142,13 @@ def test_the_run_records_what_it_compiled(tmp_path):
     assert rc == 0
     execution = json.loads((tmp_path / "a" / "execution.json").read_text())
     assert execution["compile"] is False and "fewer than the" in execution["compile_reason"]
+    # compiled with sim.chunk=auto: the loop (compiled vmap chunks measured slower, docs/execution.md)
+    rc = main(["train", "model=mlp", "precision=int8", "epochs=1", "sim.compile=true", f"out_dir={tmp_path}",
+               "name=c", "--quiet"])
+    assert rc == 0
+    execution = json.loads((tmp_path / "c" / "execution.json").read_text())
+    assert execution["compile"] is True and execution["chunk"] == 1 and "auto → 1" in execution["compile_reason"]
+    assert "chunk: '1'" in (tmp_path / "c" / "config.yaml").read_text()
 
 
 def test_auto_snapshots_only_until_a_whole_step_has_run_compiled(monkeypatch):

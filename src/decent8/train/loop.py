@@ -35,7 +35,8 @@ from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
 from .tb_log import EventLog
 from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creatable
-from ..models.execution import ExecutionChoice, choose_chunk, parse_chunk, parse_compile, probe, resolve_compile
+from ..models.execution import (ExecutionChoice, choose_chunk, parse_chunk, parse_compile, parse_execution, probe,
+                               resolve_compile)
 from ..models.stacked import take
 
 SUMMARY_KEYS = (
@@ -234,9 +235,12 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     check_same_config(cfg, comm)
     ds = c.dataset
     augment = make_batch_transform(ds, cfg.data.augment, cfg.seed, comm.local_nodes, c.device)  # crop/flip/normalize
+    compile_, compile_reason = resolve_compile(cfg.sim.compile, cfg.precision, cfg.epochs * c.sampler.steps_per_epoch)
+    if compile_ and parse_execution(cfg.sim.chunk) is None and comm.k == comm.num_nodes:  # the simulator
+        cfg.sim.chunk = "1"  # compiled: the loop (compiled vmap chunks measured slower, docs/execution.md)
+        compile_reason += "; sim.chunk auto → 1: a compiled loop beats compiled vmap chunks"
     execution = choose_execution(c, augment)
-    execution.compile, execution.compile_reason = resolve_compile(
-        cfg.sim.compile, cfg.precision, cfg.epochs * c.sampler.steps_per_epoch)
+    execution.compile, execution.compile_reason = compile_, compile_reason
     strict = parse_compile(cfg.sim.compile) == "true"  # auto falls back to eager if compiling fails
     cfg.sim.compile = str(execution.compile).lower()  # config.yaml reruns the run as it ran
     if execution.compile:  # after the (eager) timing of sim.chunk=auto
