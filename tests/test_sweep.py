@@ -38,3 +38,35 @@ def test_invalid_sweep_value_rejected_before_anything_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "skew" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+def test_plan_only_registers_the_grid_and_parts_fill_it(tmp_path, capsys):
+    """A preset's grid run in parts over several sessions: --plan-only writes every cell into
+    sweep.json and runs none; a part then runs its cells, and the report counts all planned cells."""
+    from decent8.experiments.report import build_report
+
+    preset = tmp_path / "grid.yaml"
+    preset.write_text("config: {epochs: 1, model: {width: 4}, nodes: 4, progress: false, device: cpu,\n"
+                      "         algorithm: {consensus_rounds: 1}}\naxes: {skew: [0.0, 0.5], seed: [0, 1]}\n")
+    base = ["sweep", str(preset), f"out_dir={tmp_path}", "--name", "sw", "--quiet"]
+    assert main([*base, "--plan-only"]) == 0
+    assert "4 cells planned, 0 finished" in capsys.readouterr().out
+    plan = json.loads((tmp_path / "sw" / "sweep.json").read_text())
+    assert len(plan["cells"]) == 4
+    assert not any((tmp_path / "sw" / c["name"]).exists() for c in plan["cells"])   # nothing ran
+    assert main([*base, "skew=0", "seed=0"]) == 0
+    assert len(json.loads((tmp_path / "sw" / "sweep.json").read_text())["cells"]) == 4
+    text, _ = build_report(tmp_path / "sw", figures=False)
+    assert "1 of 4 cells finished" in text
+    # the finished cell, committed and continued elsewhere, with its data at another path: skipped, not refused
+    cfg = tmp_path / "sw" / "skew-0_seed-0" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("root: null", "root: /elsewhere/digits"))
+    assert "root: /elsewhere/digits" in cfg.read_text()
+    capsys.readouterr()
+    assert main([*base, "skew=0", "seed=0"]) == 0
+    assert "done already, skipped" in capsys.readouterr().out
+    # a cell whose experiment differs still stops the sweep
+    cfg.write_text(cfg.read_text().replace("nodes: 4", "nodes: 5"))
+    assert main([*base, "skew=0", "seed=0"]) == 2
+    assert "different config" in capsys.readouterr().err

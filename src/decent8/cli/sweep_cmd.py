@@ -60,6 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run N cells at once, each in its own process with cores/N threads (default 1: in this process)")
     p.add_argument("--dry-run", action="store_true", help="validate every cell and print the plan; run nothing")
+    p.add_argument("--plan-only", action="store_true",
+                   help="validate every cell and add them to the folder's sweep.json; run nothing (a grid run over "
+                        "several sessions: `decent8 report` then counts every planned cell)")
     p.add_argument("--list", action="store_true", help="list the presets and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
@@ -101,7 +104,9 @@ def cell_name(cell: list[str]) -> str:
 
 
 
-_IGNORED = EXECUTION_OPTIONS
+#: options a cell folder's config may differ in and still be the same cell: how it runs, and where the data
+#: files lie (a sweep resumed on another machine, or committed and continued from a fresh checkout)
+_IGNORED = EXECUTION_OPTIONS | {"data.root", "data.cache_dir"}
 
 
 def check_existing(run_dir: Path, cfg) -> None:
@@ -331,6 +336,13 @@ def run(ns: argparse.Namespace) -> int:
         print("base: " + " ".join(plan.base))
         return 0
     write_plan(sweep_dir, plan, list(ns.args))
+    if ns.plan_only:
+        planned = _read_plan(sweep_dir) or {}
+        names = [c.get("name") for c in planned.get("cells", [])]
+        done = sum((sweep_dir / str(n) / SUMMARY).exists() for n in names)
+        print(f"plan written: {sweep_dir / SWEEP_FILE} ({len(names)} cells planned, {done} finished); "
+              f"run the cells with the same command without --plan-only")
+        return 0
     results: dict[str, dict | str] = {}
     todo = []
     for cell, cfg, run_dir in cfgs:
