@@ -54,6 +54,7 @@ def test_plan_only_registers_the_grid_and_parts_fill_it(tmp_path, capsys):
     assert "4 cells planned, 0 finished" in capsys.readouterr().out
     plan = json.loads((tmp_path / "sw" / "sweep.json").read_text())
     assert len(plan["cells"]) == 4
+    assert plan["commands"] == [["decent8", "sweep", str(preset), f"out_dir={tmp_path}", "--name", "sw"]]
     assert not any((tmp_path / "sw" / c["name"]).exists() for c in plan["cells"])   # nothing ran
     assert main([*base, "skew=0", "seed=0"]) == 0
     assert len(json.loads((tmp_path / "sw" / "sweep.json").read_text())["cells"]) == 4

@@ -335,7 +335,7 @@ def run(ns: argparse.Namespace) -> int:
         print(format_table(["cell", "overrides"], rows))
         print("base: " + " ".join(plan.base))
         return 0
-    write_plan(sweep_dir, plan, list(ns.args))
+    write_plan(sweep_dir, plan, list(ns.args) + (["--name", ns.name] if ns.name else []))
     if ns.plan_only:
         planned = _read_plan(sweep_dir) or {}
         names = [c.get("name") for c in planned.get("cells", [])]
