@@ -1,4 +1,4 @@
-"""Test-wide set-up: every test writes decoded data sets to a temporary cache, not ~/.cache.
+"""Test-wide set-up: the documented numbers' AVX2 kernels; decoded data sets go to a temporary cache, not ~/.cache.
 
 The ``slow`` marker (registered in pyproject.toml) tags the long accuracy and
 multi-process tests; ``python3 -m pytest -m "not slow"`` is the fast subset.
@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import pytest
 
+from decent8.experiments.regenerate import use_reference_kernels
+
+# The documented numbers' CPU kernels (AVX2), chosen before any test runs a kernel: the tests
+# that rerun a documented table compare exact digits, and AVX-512 kernels round differently.
+use_reference_kernels()
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _temporary_cache(tmp_path_factory):
-    """XDG_CACHE_HOME -> a session temporary folder (subprocesses inherit it)."""
+    """XDG_CACHE_HOME and torch.compile's kernel cache -> session temporary folders (subprocesses
+    inherit them): no test reads kernels that another session built for other CPU kernels
+    (an AVX-512 build loaded under the AVX2 selection aborted the process)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor-cache")))
     yield
     mp.undo()
 

@@ -45,9 +45,12 @@ def one_thread():
 
 
 def test_compiled_and_eager_steps_give_the_same_parameters(one_thread):
-    # FP32, 8 nodes, Choco-SGD: 100 steps (the parity bar: 1e-5 relative)
-    eager, batches = _engine()
-    compiled, _ = _engine()
+    # FP32, 8 nodes, Choco-SGD: 100 steps (the parity bar: 1e-5 relative). Exact
+    # gossip (identity): top-k's selection is discontinuous, and a rounding-level difference
+    # that flips one selected entry jumps the two runs apart (4e-5 after 100 steps on an AMD
+    # EPYC, while 20 steps agree to 6e-8); the compiled part is the model, not the compressor.
+    eager, batches = _engine("compression=identity")
+    compiled, _ = _engine("compression=identity")
     compiled.model.compile()
     assert compiled.model.compiled
     ref = _train(eager, batches, 100)

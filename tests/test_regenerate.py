@@ -1,7 +1,10 @@
 """The documented numbers come from the current code (decent8.experiments.regenerate)."""
 from __future__ import annotations
 
+import platform
+
 import pytest
+import torch
 
 from decent8.experiments.regenerate import (PRICED, RESULTS, Result, documented, documented_cell, main, render,
                                             render_row)
@@ -40,3 +43,9 @@ def test_unknown_table_is_one_line_exit_2(capsys):
 def test_main_job_row_of_the_readme_reproduces_exactly(main_job_summary):
     result = RESULTS["main_job"]
     assert render(result, {result.cells[0][0]: [main_job_summary]}) == documented(result)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="AVX2 is an x86-64 instruction set")
+def test_the_suite_runs_the_documented_numbers_kernels():
+    # conftest selects them before any kernel runs; AVX-512 kernels would change the documented digits
+    assert torch.backends.cpu.get_cpu_capability() == "AVX2"
