@@ -365,3 +365,40 @@ def test_int8_matmul_equals_fake_quantized_product(n, i, o):
     assert torch.allclose(sx * qx.float() + zx, fake_quantize(x, x.min(), x.max(), 8), atol=1e-5)
     ref = fake_quantize(x, x.min(), x.max(), 8) @ fake_quantize(w, w.min(), w.max(), 8).t()
     assert torch.allclose(int8_linear(qx, sx, zx, qw, sw, zw), ref, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("exact_int_mm", [True, False])
+@pytest.mark.parametrize("n,i,o", [(40, 24, 16), (20, 2100, 9)])
+def test_int8_linear_is_the_exact_integer_product_on_either_path(monkeypatch, exact_int_mm, n, i, o):
+    # full-range codes (where a saturating int8 GEMM goes wrong) and, at I = 2100, more inner
+    # terms than one exact float32 block; zero points 0 and scales 1 leave the integer product
+    import decent8.quant.int8_matmul as m
+
+    if exact_int_mm and not m.int_mm_is_exact("cpu"):
+        pytest.skip("torch._int_mm saturates on this CPU's kernels (the fallback path is tested)")
+    monkeypatch.setattr(m, "int_mm_is_exact", lambda device: exact_int_mm)
+    g = torch.Generator().manual_seed(1)
+    qx = torch.randint(-128, 128, (n, i), generator=g, dtype=torch.int8)
+    qw = torch.randint(-128, 128, (o, i), generator=g, dtype=torch.int8)
+    qx[0], qw[0] = 127, -128
+    one, zero = torch.tensor(1.0), torch.tensor(0.0)
+    got = m.int8_linear(qx, one, zero, qw, one, zero)
+    exact = qx.long() @ qw.long().t()  # the int32 accumulator, rounded once to float32 (row 0 > 2^24)
+    assert torch.equal(got, exact.to(torch.float32))
+
+
+def test_the_int_mm_check_catches_a_saturating_gemm(monkeypatch):
+    import decent8.quant.int8_matmul as m
+
+    def saturating(a, b):  # int16 pair sums, as oneDNN's GEMM without VNNI
+        p = (a.long().unsqueeze(2) + 128) * b.long().unsqueeze(0)  # u8·s8 products [N, K, O]
+        k = p.shape[1] - p.shape[1] % 2
+        pairs = (p[:, :k:2] + p[:, 1:k:2]).clamp(-2 ** 15, 2 ** 15 - 1)
+        return (pairs.sum(1) - 128 * b.long().sum(0)).to(torch.int32)
+
+    m.int_mm_is_exact.cache_clear()
+    monkeypatch.setattr(torch, "_int_mm", saturating)
+    try:
+        assert m.int_mm_is_exact("cpu") is False
+    finally:
+        m.int_mm_is_exact.cache_clear()
