@@ -56,10 +56,14 @@ def test_plan_only_registers_the_grid_and_parts_fill_it(tmp_path, capsys):
     assert len(plan["cells"]) == 4
     assert plan["commands"] == [["decent8", "sweep", str(preset), f"out_dir={tmp_path}", "--name", "sw"]]
     assert not any((tmp_path / "sw" / c["name"]).exists() for c in plan["cells"])   # nothing ran
+    assert main([*base, "skew=0.5", "seed=1"]) == 0
+    again = json.loads((tmp_path / "sw" / "sweep.json").read_text())
+    assert [c["name"] for c in again["cells"]] == [c["name"] for c in plan["cells"]]  # in place: no churn in git
+    assert {"skew=0.5", "seed=1"} <= set(again["commands"][-1])
     assert main([*base, "skew=0", "seed=0"]) == 0
     assert len(json.loads((tmp_path / "sw" / "sweep.json").read_text())["cells"]) == 4
     text, _ = build_report(tmp_path / "sw", figures=False)
-    assert "1 of 4 cells finished" in text
+    assert "2 of 4 cells finished" in text
     # the finished cell, committed and continued elsewhere, with its data at another path: skipped, not refused
     cfg = tmp_path / "sw" / "skew-0_seed-0" / "config.yaml"
     cfg.write_text(cfg.read_text().replace("root: null", "root: /elsewhere/digits"))

@@ -144,8 +144,9 @@ def write_plan(sweep_dir: Path, plan: Plan, argv: list[str]) -> None:
     command = ["decent8", "sweep", *argv]
     old = _read_plan(sweep_dir)
     if old and old.get("preset") == (p.name if p else None) and old.get("base_overrides") == plan.base:
-        mine = {c["name"] for c in cells}
-        cells = [c for c in old.get("cells", []) if c.get("name") not in mine] + cells
+        mine = {c["name"]: c for c in cells}  # planned cells keep their place; new ones go last
+        kept = [mine.pop(c.get("name"), c) for c in old.get("cells", [])]
+        cells = kept + list(mine.values())
         axes = list(old.get("axes") or []) + [a for a in axes if a not in (old.get("axes") or [])]
         commands = [c for c in old.get("commands") or [old.get("command")] if c and c != command]
     doc = {
