@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -87,6 +88,10 @@ def test_train_writes_the_documented_run_folder(tmp_path, capsys):
     assert 0.0 <= summary["mean_node_accuracy"] <= 1.0 and 0.0 <= summary["averaged_model_accuracy"] <= 1.0
     # bytes: every step and consensus round, one message per out-edge (directed ring: 1)
     assert summary["bytes_sent_per_node"] == summary["steps"] * summary["message_bytes"]
+    # the kernels that produced the numbers (the suite selects the documented AVX2 ones, conftest.py)
+    env = summary["environment"]
+    assert env["torch"] == torch.__version__ and env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert env["kernel_selection"].get("ATEN_CPU_CAPABILITY") == os.environ.get("ATEN_CPU_CAPABILITY")
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
     # the saved config reruns the run: same summary numbers

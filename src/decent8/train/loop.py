@@ -28,6 +28,7 @@ from ..config import TrainConfig, from_dict, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
+from .environment import run_environment
 from .plots import plot_curves
 from ..timing.plots import plot_time
 from ..data.augment import make_batch_transform
@@ -431,6 +432,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "device": str(c.device),
         "backend": cfg.backend,
         "decent8_version": __version__,
+        "environment": run_environment(c.device),
     }
     if comm.is_main:
         run.write_summary(summary)
