@@ -203,8 +203,10 @@ class TrainConfig:
 
 
 #: options that say where and how a run executes, not what it computes (sweeps and reports
-#: compare configs without them; sim.chunk=auto is resolved to the chunk the run timed)
-EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.compile"})
+#: compare configs without them; sim.chunk=auto is resolved to the chunk the run timed).
+#: data.eval_batch_size only splits the test set into calls: per-sample outputs are the same
+#: (bitwise for ResNet-20 at 128 and 1024, benchmarks/eval_batch.py), and on CPU 128 is 2x faster
+EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.compile", "data.eval_batch_size"})
 
 GROUPS = tuple(f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory))  # type: ignore[arg-type]
 
