@@ -3,7 +3,7 @@
 An evaluation (docs/algorithms.md §8) runs every node's model and the averaged model on
 the whole test set: k + 1 forwards per test image. On CIFAR-10 with ResNet-20 and 8 nodes
 that is 90,000 image-forwards, about 5 minutes on one core of the 2-core machine — three
-evaluations are a fifth of a findings cell (docs/results/cifar10_findings.md). This prints
+evaluations are about a third of a findings cell (docs/results/cifar10_findings.md). This prints
 the process CPU time per image-forward of ``StackedModel.logits`` for several samples per
 call (``data.eval_batch_size``), the sizes interleaved round by round, median over rounds,
 and the largest difference of the logits from the largest size's (the same math; the

@@ -2,8 +2,8 @@
 
 A run is reproducible from its saved config and seed *on the same kernels*: CPU
 kernels for AVX2 and AVX-512 round differently (the sums of a convolution are
-ordered differently), which moves a final accuracy by a tenth of a point on the
-digits main job (docs/execution.md, "CPU kernels"). ``summary.json`` therefore
+ordered differently), which moves the digits main job's accuracies by 0.1–0.3 points
+(docs/execution.md, "Sim / dist parity"). ``summary.json`` therefore
 records the kernel selection next to the numbers, so a reproduction knows whether
 to expect the same digits or the same statistics.
 """
@@ -15,14 +15,12 @@ import platform
 import numpy as np
 import torch
 
-from .. import __version__
-
 
 def run_environment(device: torch.device) -> dict[str, object]:
-    """Versions, the CPU kernel family torch dispatched to (``AVX2``, ``AVX512``, …;
-    ``ATEN_CPU_CAPABILITY`` selects it), the thread count and, on CUDA, the GPU."""
+    """Library versions (decent8's is the summary's ``decent8_version``), the CPU kernel
+    family torch dispatched to (``AVX2``, ``AVX512``, …; ``ATEN_CPU_CAPABILITY`` selects it),
+    the thread count and, on CUDA, the GPU."""
     env: dict[str, object] = {
-        "decent8": __version__,
         "torch": torch.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
