@@ -59,23 +59,33 @@ def node_keys(seed: int, nodes: Sequence[int], step: int) -> torch.Tensor:
     return torch.tensor(keys, dtype=torch.int64)
 
 
-def _generator(key: int, call: int, device: torch.device) -> torch.Generator:
-    g = torch.Generator(device=device)
+_GENERATORS: dict[torch.device, torch.Generator] = {}
+
+
+def _seeded(key: int, call: int, device: torch.device) -> torch.Generator:
+    """The generator of draw ``call`` of the stream ``key`` (one reused generator per
+    device, reseeded: a draw's numbers depend only on its seed)."""
+    g = _GENERATORS.get(device)
+    if g is None:
+        g = _GENERATORS[device] = torch.Generator(device=device)
     g.manual_seed(_mix((key ^ (call * 0xD1B54A32D192ED03)) & _M64) >> 1)
     return g
 
 
-def _draw(key: int, call: int, shape: torch.Size, kind: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """One node's draw, contiguous, in the logical order of ``shape``."""
-    g = _generator(key, call, device)
+def _draw_rows(ks: list[int], call: int, n: int, kind: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``[c, n]``: row j is node j's draw of n numbers (its tensor's elements in logical order)."""
+    c = len(ks)
     if kind == DITHER:  # 64 random bits → four 16-bit codes (as quantizer.dither_like)
-        n = shape.numel()
-        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device)
-        codes = words.random_(-(1 << 63), None, generator=g).view(torch.int16)[:n]
-        return codes.to(dtype).view(shape)
-    if kind == NORMAL:
-        return torch.randn(shape, generator=g, dtype=dtype, device=device)
-    return torch.rand(shape, generator=g, dtype=dtype, device=device)
+        w = (n + 3) // 4
+        words = torch.empty(c, w, dtype=torch.int64, device=device)
+        for j, key in enumerate(ks):
+            words[j].random_(-(1 << 63), None, generator=_seeded(key, call, device))
+        return words.view(torch.int16)[:, :n].to(dtype)
+    out = torch.empty(c, n, dtype=dtype, device=device)
+    for j, key in enumerate(ks):
+        g = _seeded(key, call, device)
+        out[j].normal_(generator=g) if kind == NORMAL else out[j].uniform_(generator=g)
+    return out
 
 
 def fill(keys: torch.Tensor, call: int, like: torch.Tensor, kind: int = UNIFORM, node_dim: int = -1) -> torch.Tensor:
@@ -87,18 +97,17 @@ def fill(keys: torch.Tensor, call: int, like: torch.Tensor, kind: int = UNIFORM,
     c = len(ks)
     if node_dim < 0:
         if c == 1:
-            return _draw(ks[0], call, like.shape, kind, dtype, like.device)
+            return _draw_rows(ks, call, like.numel(), kind, dtype, like.device).view(like.shape)
         if like.dim() == 0 or like.shape[0] % c:
             raise RuntimeError(f"a batch of {tuple(like.shape)} does not hold {c} nodes' samples")
-        view, node_dim = like.reshape(like.shape[0] // c, c, *like.shape[1:]), 1
+        shape, node_dim = (like.shape[0] // c, c, *like.shape[1:]), 1
     else:
-        view = like
-    if view.shape[node_dim] != c:
-        raise RuntimeError(f"{c} stream keys for {view.shape[node_dim]} nodes")
-    out = torch.empty(view.shape, dtype=dtype, device=like.device)
-    for j, key in enumerate(ks):
-        out.select(node_dim, j).copy_(_draw(key, call, out.select(node_dim, j).shape, kind, dtype, like.device))
-    return out.view(like.shape)
+        shape = tuple(like.shape)
+    if shape[node_dim] != c:
+        raise RuntimeError(f"{c} stream keys for {shape[node_dim]} nodes")
+    per_node = shape[:node_dim] + shape[node_dim + 1:]
+    rows = _draw_rows(ks, call, int(torch.Size(per_node).numel()), kind, dtype, like.device)
+    return rows.view(c, *per_node).movedim(0, node_dim).reshape(like.shape)
 
 
 if hasattr(torch.library, "custom_op"):  # torch >= 2.4: one operator for vmap and torch.compile
@@ -272,16 +281,34 @@ def _unkeyed_draw(func: Callable, args: tuple, kwargs: dict) -> bool:
     return True
 
 
+#: module types whose forward draws nothing, or only through decent8's quantizers
+_DRAW_FREE_PACKAGES = ("torch.nn.modules.", "decent8.")
+_DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
+            torch.nn.FeatureAlphaDropout)
+
+
+def may_draw(module: torch.nn.Module) -> bool:
+    """Whether ``module``'s forward may call random operators itself: it holds a dropout
+    layer or a layer of the user's (or another library's) whose forward decent8 cannot
+    read. Only then does a chunk run under :class:`NodeRandomMode` (intercepting every
+    operator costs Python time per call)."""
+    for m in module.modules():
+        if isinstance(m, _DROPOUT) or not type(m).__module__.startswith(_DRAW_FREE_PACKAGES):
+            return True
+    return False
+
+
 @contextlib.contextmanager
-def keyed_random(keys: torch.Tensor | None) -> Iterator[None]:
+def keyed_random(keys: torch.Tensor | None, intercept: bool = True) -> Iterator[None]:
     """Run a chunk's forward (and backward) with the nodes' streams ``keys``; ``None``:
-    the global generator, as plain PyTorch."""
+    the global generator, as plain PyTorch. ``intercept``: route the model's own random
+    operators (dropout, …) to the streams (:func:`may_draw`)."""
     if keys is None:
         yield
         return
-    with node_streams(keys), NodeRandomMode():
+    with node_streams(keys), (NodeRandomMode() if intercept else contextlib.nullcontext()):
         yield
 
 
 __all__ = ["UNIFORM", "NORMAL", "DITHER", "node_keys", "fill", "node_rand", "active", "start", "take_call", "node_streams",
-           "draw", "KEYED", "UNKEYED", "NodeRandomMode", "keyed_random"]
+           "draw", "KEYED", "UNKEYED", "NodeRandomMode", "may_draw", "keyed_random"]

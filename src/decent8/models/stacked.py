@@ -67,6 +67,8 @@ class StackedModel:
         self.compile_failure = ""
         #: the layers node-batched execution gives a node-aware forward (:mod:`.node_batched`)
         self.node_aware = node_aware_layers(self.module)
+        #: whether the module may call random operators itself (dropout, …: routed to the streams)
+        self.may_draw = streams.may_draw(self.module)
         self.layout = ParamLayout.from_module(self.module)
         named = [(n, b) for n, b in self.module.named_buffers() if b.is_floating_point()]
         #: layout of the per-model buffers (None when the module has none)
@@ -258,16 +260,17 @@ class StackedModel:
             named = self.layout.unflatten(params[i0:i1])
             bufs = self._chunk_buffers(buffers, i0, i1)
             keys = None if step is None else self.stream_keys(i0, i1, step)
-            with streams.keyed_random(keys):
+            with streams.keyed_random(keys, self.may_draw):
                 streams.start(keys)
                 outs.append(strategy.outputs(self, {**named, **bufs}, take(x, slice(i0, i1)), i1 - i0))
             self._write_back(buffers, bufs, i0, i1)
         return torch.cat(outs, 0)
 
     def loss_and_grad(self, params: torch.Tensor, x: Inputs, y: torch.Tensor, strategy: Strategy | None = None,
-                      step: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                      step: int | None = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-node loss ``[k]`` and its gradient ``[k, d]`` for batches ``x[k, b, ...]``, ``y[k, b, ...]``
-        at training step ``step`` (which keys the nodes' random streams).
+        at training step ``step``, which keys the nodes' random streams (None: the draws come
+        from the global generator, as in plain PyTorch — what the streams cost is measured so).
 
         One backward per chunk, so memory holds one chunk's activations at a time. Each
         parameter tensor of the chunk is its own leaf (views of the flat buffer), and
@@ -282,8 +285,8 @@ class StackedModel:
         for i0, i1 in self._chunks(k, strategy.chunk):
             leaves = {n: v.detach().requires_grad_(True) for n, v in self.layout.unflatten(params[i0:i1]).items()}
             bufs = self._chunk_buffers(buffers, i0, i1)
-            keys = self.stream_keys(i0, i1, step)
-            with torch.enable_grad(), streams.keyed_random(keys):
+            keys = None if step is None else self.stream_keys(i0, i1, step)
+            with torch.enable_grad(), streams.keyed_random(keys, self.may_draw):
                 loss = self._run_chunk_loss({**leaves, **bufs}, take(x, slice(i0, i1)), y[i0:i1], i1 - i0, strategy,
                                             keys)
                 self._write_back(buffers, bufs, i0, i1)
