@@ -38,17 +38,49 @@ def split_args(args: list[str]) -> tuple[str | None, list[str]]:
     return path, list(args)
 
 
+def _pct(v: float) -> str:
+    return f"{100 * v:.2f} %"
+
+
+def _value(summary: dict[str, Any], key: str) -> Any:
+    """A number of the summary, or None when it is missing or not a number (a regression
+    run has no accuracy; an old or edited summary.json may lack anything)."""
+    v = summary.get(key)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _row(summary: dict[str, Any], label: str, keys: tuple[str, ...], fmt: Any) -> tuple[str, str]:
+    values = [_value(summary, k) for k in keys]
+    return label, ("n/a" if any(v is None for v in values) else fmt(*values))
+
+
+#: (label, summary keys, formatter) of a classification run's quality rows
+_ACCURACY_ROWS = (
+    ("mean node accuracy", ("mean_node_accuracy",), _pct),
+    ("averaged-model accuracy", ("averaged_model_accuracy",), _pct),
+    ("node accuracy min / max", ("min_node_accuracy", "max_node_accuracy"),
+     lambda lo, hi: f"{100 * lo:.2f} / {100 * hi:.2f} %"),
+)
+#: a regression run (a float-target loss such as loss=mse) has no accuracy: its test losses
+_LOSS_ROWS = (
+    ("mean node test loss", ("mean_node_loss",), lambda v: f"{v:.4g}"),
+    ("averaged-model test loss", ("averaged_model_loss",), lambda v: f"{v:.4g}"),
+    ("final train loss", ("final_train_loss",), lambda v: f"{v:.4g}"),
+)
+_COMMON_ROWS = (
+    ("consensus distance", ("consensus_distance",), lambda v: f"{v:.3e}"),
+    ("bytes sent per node", ("bytes_sent_per_node",), lambda v: f"{human_bytes(v)} ({v:.0f} B)"),
+    ("message size", ("message_bytes", "parameters"), lambda b, p: f"{b} B ({p} parameters)"),
+    ("spectral gap", ("spectral_gap",), lambda v: f"{v:.6f}"),
+    ("wall time", ("wall_time_s",), lambda v: f"{v:.1f} s"),
+)
+
+
 def summary_table(summary: dict[str, Any]) -> str:
-    rows = [
-        ("mean node accuracy", f"{100 * summary['mean_node_accuracy']:.2f} %"),
-        ("averaged-model accuracy", f"{100 * summary['averaged_model_accuracy']:.2f} %"),
-        ("node accuracy min / max", f"{100 * summary['min_node_accuracy']:.2f} / {100 * summary['max_node_accuracy']:.2f} %"),
-        ("consensus distance", f"{summary['consensus_distance']:.3e}"),
-        ("bytes sent per node", f"{human_bytes(summary['bytes_sent_per_node'])} ({summary['bytes_sent_per_node']:.0f} B)"),
-        ("message size", f"{summary['message_bytes']} B ({summary['parameters']} parameters)"),
-        ("spectral gap", f"{summary['spectral_gap']:.6f}"),
-        ("wall time", f"{summary['wall_time_s']:.1f} s"),
-    ]
+    """The end-of-run table: accuracies for a classifier, test losses for a regression run
+    (no accuracy in its summary); a missing metric shows as n/a, never an error."""
+    quality = _ACCURACY_ROWS if _value(summary, "mean_node_accuracy") is not None else _LOSS_ROWS
+    rows = [_row(summary, *spec) for spec in (*quality, *_COMMON_ROWS)]
     return format_table(("metric", "value"), rows)
 
 
