@@ -263,13 +263,11 @@ def plan_launch(train_args: list[str], nodes: int | None) -> tuple[int, list[str
     if nodes is not None and nodes < 2:
         raise ConfigError("--nodes", f"need at least 2 nodes, got {nodes}")
     if ns.resume:
-        from ..train.run_dir import RunDir
-
-        if ns.args:
-            raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")
         from ..train.loop import resume_config
+        from ..train.run_dir import RunDir
+        from .train_cmd import resume_arguments
 
-        cfg = resume_config(RunDir.existing(ns.resume, clean=False))
+        cfg = resume_config(RunDir.existing(ns.resume, clean=False), **resume_arguments(ns))
         if cfg.backend != "distributed":
             raise ConfigError("resume", f"{ns.resume} was trained with backend={cfg.backend}; "
                                         f"resume it with `decent8 train --resume {ns.resume}`")

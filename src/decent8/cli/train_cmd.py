@@ -9,6 +9,7 @@ from typing import Any
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..config import load_config, to_yaml
 from ..errors import ConfigError, Interrupted, Terminated
+from ..train.resume_trust import restated_code
 from ..train.run_dir import CONFIG
 from ..train.loop import check, train
 from .common import format_table, human_bytes
@@ -20,7 +21,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "`decent8 train algorithm=choco compression=topk compression.ratio=0.99 "
                                    "topology=directed_ring nodes=8 skew=0.8`.")
     p.add_argument("args", nargs="*", help="an optional config.yaml, then key=value overrides")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a run from its last checkpoint (code its config names, model=pkg.module:factory "
+                        "or loss=…, is imported only if named again: --resume RUN_DIR model=pkg.module:factory)")
+    p.add_argument("--trust-config", action="store_true",
+                   help="with --resume: import the code the run folder's config.yaml names without naming it again "
+                        "(never code inside the run folder)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no table; only the run folder's path is printed")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config (defaults, the data set's defaults, YAML, overrides) as YAML and exit; "
@@ -91,13 +97,25 @@ def _interrupted(run_dir: Path | None, resumable: bool) -> KeyboardInterrupt:
     return Interrupted(run_dir, resumable)
 
 
+def resume_arguments(ns: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of a resume: the code named again, ``--trust-config``."""
+    if ns.trust_config and not ns.resume:
+        raise ConfigError("--trust-config", "only applies with --resume RUN_DIR")
+    if not ns.resume:
+        return {}
+    if ns.print_config:
+        raise ConfigError("resume", "takes no --print-config: the run folder's config.yaml is the config")
+    path_arg, overrides = split_args(ns.args)
+    if path_arg is not None:
+        raise ConfigError("resume", f"takes no config file ({path_arg!r}): the run folder's config.yaml is used as saved")
+    return {"named_code": restated_code(overrides, ns.resume), "trust_config": ns.trust_config}
+
+
 def run(ns: argparse.Namespace) -> int:
-    if ns.resume and ns.args:
-        from ..errors import ConfigError
-        raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")
+    trust = resume_arguments(ns)
     if getattr(ns, "check", False):
         if ns.resume:
-            c, path = check(None, resume=ns.resume)
+            c, path = check(None, resume=ns.resume, **trust)
         else:
             path_arg, overrides = split_args(ns.args)
             c, path = check(load_config(path_arg, overrides))
@@ -109,10 +127,8 @@ def run(ns: argparse.Namespace) -> int:
                   f"{'resume ' if ns.resume else 'run folder '}{path}")
         return 0
     if ns.resume:
-        if ns.args or ns.print_config:
-            raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")
         try:
-            summary, path = train(None, resume=ns.resume, quiet=ns.quiet)  # type: ignore[arg-type]
+            summary, path = train(None, resume=ns.resume, quiet=ns.quiet, **trust)  # type: ignore[arg-type]
         except Terminated:
             raise
         except KeyboardInterrupt:

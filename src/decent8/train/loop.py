@@ -130,24 +130,30 @@ def choose_execution(c: Components, augment) -> ExecutionChoice:
     return choice
 
 
-def resume_config(run: RunDir) -> TrainConfig:
-    """The config a run folder was started with (one line if config.yaml is damaged)."""
+def resume_config(run: RunDir, named_code: dict[str, str] | None = None, trust_config: bool = False) -> TrainConfig:
+    """The config a run folder was started with (one line if config.yaml is damaged), checked
+    not to run code the user did not name again (:mod:`.resume_trust`)."""
+    from .resume_trust import check_resume_code
+
     try:
-        return from_dict(run.read_config())
+        cfg = from_dict(run.read_config())
     except ConfigError as e:
         if e.option == "resume":
             raise
         raise ConfigError("resume", f"{run.file(CONFIG)} is damaged ({e}); it cannot be resumed") from None
+    check_resume_code(cfg, run.path, named_code, trust_config)
+    return cfg
 
 
-def check(cfg: TrainConfig | None, resume: str | Path | None = None) -> tuple[Components, Path]:
+def check(cfg: TrainConfig | None, resume: str | Path | None = None, named_code: dict[str, str] | None = None,
+          trust_config: bool = False) -> tuple[Components, Path]:
     """``decent8 train --check``: validate and build everything a run needs (config, data,
     partition, topology, model, compressor, algorithm; with ``resume`` also the run
     folder's config and checkpoint) and check that the run folder can be created, but
     train nothing and write nothing. Returns the components and the run folder."""
     if resume is not None:
         run = RunDir.existing(resume, clean=False)
-        cfg = resume_config(run)
+        cfg = resume_config(run, named_code, trust_config)
     assert cfg is not None
     from .build import check_scalars
 
@@ -221,15 +227,19 @@ def _finite(values: dict[str, Any]) -> bool:
 
 
 def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator | None = None,
-          quiet: bool = False, outputs: dict[str, Any] | None = None, **given: Any) -> tuple[dict[str, Any], Path]:
+          quiet: bool = False, outputs: dict[str, Any] | None = None, named_code: dict[str, str] | None = None,
+          trust_config: bool = False, **given: Any) -> tuple[dict[str, Any], Path]:
     """Run (or resume) one training run; returns the summary and the run folder.
+
+    On resume, code the folder's config names (``model=pkg.module:factory``) is imported
+    only if ``named_code`` names it again or ``trust_config`` (:mod:`.resume_trust`).
 
     ``given`` passes the Python API's objects to :func:`~.build.build` (``module``,
     ``dataset``, ``loss``, ``parts``); ``outputs``, if given, receives the final
     per-node ``parameters`` ``[n, d]``, ``buffers`` and the template ``module``."""
     if resume is not None:
         run = RunDir.existing(resume)
-        cfg = resume_config(run)
+        cfg = resume_config(run, named_code, trust_config)
     owns_comm = comm is None
     c = build(cfg, comm, **given)
     comm = c.comm
