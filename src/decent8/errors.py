@@ -44,9 +44,11 @@ class Terminated(KeyboardInterrupt):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: carries the run folder so the CLI can say how to resume."""
+    """Ctrl-C (or SIGTERM: ``sigterm``) during a run: carries the run folder so the CLI
+    can say how to resume."""
 
-    def __init__(self, run_dir: object, resumable: bool) -> None:
+    def __init__(self, run_dir: object, resumable: bool, sigterm: bool = False) -> None:
         super().__init__(str(run_dir))
         self.run_dir = run_dir
         self.resumable = resumable
+        self.sigterm = sigterm

@@ -90,11 +90,11 @@ def summary_table(summary: dict[str, Any]) -> str:
     return format_table(("metric", "value"), rows)
 
 
-def _interrupted(run_dir: Path | None, resumable: bool) -> KeyboardInterrupt:
-    """Ctrl-C: an :class:`Interrupted` naming the run folder when one was written."""
+def _interrupted(e: KeyboardInterrupt, run_dir: Path | None, resumable: bool) -> KeyboardInterrupt:
+    """Ctrl-C / SIGTERM: an :class:`Interrupted` naming the run folder when one was written."""
     if run_dir is None or not (run_dir / CONFIG).is_file():
-        return KeyboardInterrupt()
-    return Interrupted(run_dir, resumable)
+        return e
+    return Interrupted(run_dir, resumable, sigterm=isinstance(e, Terminated))
 
 
 def resume_arguments(ns: argparse.Namespace) -> dict[str, Any]:
@@ -129,10 +129,8 @@ def run(ns: argparse.Namespace) -> int:
     if ns.resume:
         try:
             summary, path = train(None, resume=ns.resume, quiet=ns.quiet, **trust)  # type: ignore[arg-type]
-        except Terminated:
-            raise
-        except KeyboardInterrupt:
-            raise _interrupted(Path(ns.resume), True) from None
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM
+            raise _interrupted(e, Path(ns.resume), True) from None
     else:
         path_arg, overrides = split_args(ns.args)
         cfg = load_config(path_arg, overrides)
@@ -141,10 +139,8 @@ def run(ns: argparse.Namespace) -> int:
             return 0
         try:
             summary, path = train(cfg, quiet=ns.quiet)
-        except Terminated:
-            raise
-        except KeyboardInterrupt:   # train() fills in cfg.name once the folder exists
-            raise _interrupted(Path(cfg.out_dir) / cfg.name if cfg.name else None, cfg.checkpoint) from None
+        except KeyboardInterrupt as e:   # train() fills in cfg.name once the folder exists
+            raise _interrupted(e, Path(cfg.out_dir) / cfg.name if cfg.name else None, cfg.checkpoint) from None
     one_of_many = summary.get("backend") == "distributed" and os.environ.get("RANK", "0") != "0"
     if ns.quiet and not one_of_many:      # scripts still need the path
         print(path, flush=True)

@@ -28,6 +28,7 @@ from ..config import TrainConfig, from_dict, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
+from ..signals import raise_pending
 from .environment import run_environment
 from .plots import plot_curves
 from ..timing.plots import plot_time
@@ -352,6 +353,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             timer.after_step(step_index, time.perf_counter() - t_step, comm.comm_time_s - comm_before)
             loss_sum += loss.mean()  # on the device; read once per epoch
             bar.update(1)
+            raise_pending()  # a Ctrl-C / SIGTERM whose exception was swallowed (decent8.signals)
         if not timer.step_sync:  # what the device still had to do of this epoch's steps
             t_wait = time.perf_counter()
             device_sync(c.device)
@@ -378,10 +380,12 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                 if (epoch + 1) % max(1, cfg.epochs // 10) == 0 or last:
                     plot_curves(rows, run.file("curves.png"), title=run.path.name)
                     plot_time(rows, run.file("time.png"), title=run.path.name)
+                    raise_pending()  # plotting drops figures in weakref callbacks, which swallow exceptions
         if cfg.checkpoint:
             save_checkpoint(run, comm, {"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
                                         "engine": engine.state_dict(), "config": to_dict(cfg),
                                         "timing": timer.state_dict()})
+        raise_pending()
     bar.close()
 
     for _ in range(cfg.algorithm.consensus_rounds):
@@ -444,6 +448,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "decent8_version": __version__,
         "environment": run_environment(c.device),
     }
+    raise_pending()
     if comm.is_main:
         run.write_summary(summary)
         events.log({**final, "step": engine.step_count})  # type: ignore[union-attr]
