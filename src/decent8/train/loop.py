@@ -113,6 +113,20 @@ def load_resume_checkpoint(run: RunDir, comm: Communicator) -> dict[str, Any] | 
                                 f"in {run.path}, but the newest epoch all nodes have is {agreed}")
 
 
+def warn_small_shards(c: Components) -> None:
+    """A batch larger than a node's shard is allowed (its batches then repeat samples within
+    a step, as the sampler cycles through the shard), but said in one line: it is more
+    often a mistake (many nodes on a small data set) than a plan."""
+    sizes = [len(p) for p in c.parts]
+    small = min(range(len(sizes)), key=sizes.__getitem__) if sizes else None
+    if small is not None and c.cfg.data.batch_size > sizes[small] and c.comm.is_main:
+        import sys
+
+        sys.stderr.write(f"decent8: warning: data.batch_size={c.cfg.data.batch_size} is larger than the shard of node "
+                         f"{small} ({sizes[small]} samples): its batches repeat samples; use data.batch_size <= "
+                         f"{max(1, sizes[small])} or fewer nodes\n")
+
+
 def first_batch(c: Components, augment) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """The initial parameters ``[k, d]`` and the first training batch of the local nodes."""
     x0 = c.model.flat_parameters().unsqueeze(0).repeat(c.comm.k, 1)
@@ -169,9 +183,11 @@ def check(cfg: TrainConfig | None, resume: str | Path | None = None, named_code:
             state = run.load_checkpoint(checkpoint_name(c.comm))
             if state is not None:
                 load_engine_state(Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), state, run)
+        warn_small_shards(c)
         return c, run.path
     path = Path(cfg.out_dir) / (cfg.name or default_run_stem(cfg) + "-XXXXXX")
     check_creatable(path)
+    warn_small_shards(c)  # after every check: a refused config stays one line
     return c, path
 
 
@@ -289,6 +305,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
         if not run.file(CONFIG).exists():  # a host that does not share rank 0's file system
             run.write_config(to_yaml(cfg))
+    if not quiet and resume is None:
+        warn_small_shards(c)
     engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
     events = EventLog(run.path, cfg.tensorboard) if comm.is_main else None
     timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
