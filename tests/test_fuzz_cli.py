@@ -658,7 +658,7 @@ def _whole_commands(tmp_path: Path, monkeypatch, n_commands: int, seed: int) -> 
 
 
 def test_fuzz_whole_commands_fast_subset(tmp_path, monkeypatch):
-    codes = _whole_commands(tmp_path, monkeypatch, 24, SEED + 36)
+    codes = _whole_commands(tmp_path, monkeypatch, 16, SEED + 36)
     assert codes[0] >= 3 and codes[2] >= 3, codes
 
 
