@@ -37,8 +37,9 @@ from ..experiments.report import AGGREGATED, build_report
 from ..experiments.presets import Cell, Plan, cell_config, list_presets, make_plan
 from ..train.build import build
 from ..train.loop import train
-from ..train.run_dir import (CHECKPOINT, CONFIG, SUMMARY, atomic_write_text, check_run_name, foreign_entries,
-                             remove_own_folder)
+from ..train.resume_trust import code_options
+from ..train.run_dir import (CHECKPOINT, CONFIG, STALE_AFTER_S, SUMMARY, atomic_write_text, check_run_name,
+                             foreign_entries, remove_own_folder, remove_stale_temporaries)
 from .common import format_table, human_bytes
 from .train_cmd import split_args
 
@@ -241,7 +242,8 @@ def _run_inline(cells: list, quiet: bool) -> dict[str, dict | str]:
         try:
             if (run_dir / CHECKPOINT).exists():
                 print(f"{tag}: resuming", flush=True)
-                summary, _ = train(None, resume=run_dir, quiet=quiet)  # type: ignore[arg-type]
+                # the cell's code (model=pkg.module:factory) is named by this sweep's command
+                summary, _ = train(None, resume=run_dir, quiet=quiet, named_code=code_options(cfg))  # type: ignore[arg-type]
             else:
                 _clear(run_dir)
                 print(tag, flush=True)
@@ -267,7 +269,8 @@ def _run_parallel(cells: list, sweep_dir: Path, jobs: int) -> dict[str, dict | s
         cell, cfg, run_dir = item
         log = sweep_dir / "logs" / f"{cell.name}.log"
         if (run_dir / CHECKPOINT).exists():
-            args, what = ["train", "--resume", str(run_dir), "--quiet"], "resumed"
+            restated = [f"{k}={v}" for k, v in code_options(cfg).items()]  # named by this sweep's command
+            args, what = ["train", "--resume", str(run_dir), *restated, "--quiet"], "resumed"
         else:
             _clear(run_dir)
             cfg_file = sweep_dir / ".cells" / f"{cell.name}.yaml"
@@ -378,6 +381,8 @@ def run(ns: argparse.Namespace) -> int:
         check_existing(sweep_dir / cell.name, cfg)
         check_clearable(sweep_dir / cell.name)
         read_summary(sweep_dir / cell.name)
+        if not ns.dry_run:  # a killed cell's temporaries (a live one's, of another session, are younger)
+            remove_stale_temporaries(sweep_dir / cell.name, STALE_AFTER_S)
         cfgs.append((cell, cfg, sweep_dir / cell.name))
     title = plan.preset.title if plan.preset else "sweep"
     print(f"{title}: {len(cfgs)} cell{'s' if len(cfgs) != 1 else ''} over {', '.join(plan.axes) or 'no axes'}"
