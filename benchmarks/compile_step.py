@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from decent8.models.strategies import strategy_for  # noqa: E402
 from decent8.config import load_config
 from decent8.models.execution import parse_execution
 from decent8.train.build import build
@@ -26,7 +27,7 @@ def make(model: str, precision: str, chunk: str) -> tuple[Engine, list]:
     cfg = load_config(None, [f"model={model}", f"precision={precision}", "nodes=8", "algorithm=choco",
                              f"sim.chunk={chunk}", "progress=false"])
     c = build(cfg)
-    c.model.execution, c.model.chunk = parse_execution(chunk)  # (train() does this through sim.chunk)
+    c.model.use(strategy_for(*parse_execution(chunk)))  # (train() does this through sim.chunk)
     idx = c.sampler.epoch_indices(0)
     batches = [(c.dataset.x_train[idx[:, s]], c.dataset.y_train[idx[:, s]]) for s in range(idx.shape[1])]
     return Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), batches

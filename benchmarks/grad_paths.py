@@ -28,6 +28,7 @@ from torch.func import grad_and_value, vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stacking  # noqa: E402
+from decent8.models.strategies import strategy_for  # noqa: E402
 
 
 def main() -> None:
@@ -67,7 +68,7 @@ def main() -> None:
                 g, = torch.autograd.grad(loss.sum(), [leaf])
             return loss.detach(), g
 
-        variants = {"autograd (used)": lambda: sm.loss_and_grad(p, x, y, chunk=k), "vmap_grad": vmap_grad,
+        variants = {"autograd (used)": lambda: sm.loss_and_grad(p, x, y, strategy=strategy_for("vmap", k)), "vmap_grad": vmap_grad,
                     "vmap_grad_flat": vmap_grad_flat, "one_leaf": one_leaf}
         compile_s = None
         if args.compile:

@@ -178,7 +178,7 @@ def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, de
     ref_sm, _ = make_engine("decent8", model, 1, precision, device)
     p1 = ref_sm.flat_parameters().unsqueeze(0)
     xr, yr = x.reshape(1, -1, *x.shape[2:]), y.reshape(1, -1)
-    ref_sm.chunk = 1
+    ref_sm.use(strategy_for("vmap", 1))
 
     def ref_step():
         _, g = ref_sm.loss_and_grad(p1, xr, yr)
@@ -190,7 +190,7 @@ def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, de
             sm, eng = make_engine("decent8", model, k, precision, device)
             if execution == "layers" and layers_mismatch(sm, eng.params(), x):
                 continue
-            sm.execution, sm.chunk = execution, chunk
+            sm.use(strategy_for(execution, chunk))
             variants[name] = eng
         sm, eng = make_engine("decent8", model, k, precision, device)
         auto = choose_chunk(sm, eng.params(), x, y, "auto", use_cache=False).spec  # as a training run does

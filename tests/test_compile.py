@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from decent8.models.strategies import strategy_for
 from decent8.config import load_config
 from decent8.errors import ConfigError
 from decent8.models.execution import AUTO_COMPILE_MIN_STEPS, parse_compile, parse_execution, resolve_compile
@@ -17,7 +18,7 @@ def _engine(*overrides: str) -> tuple[Engine, list]:
     node one compiled call), and one epoch of batches."""
     cfg = load_config(None, ["model=mlp", "nodes=8", "algorithm=choco", "sim.chunk=1", "progress=false", *overrides])
     c = build(cfg)
-    c.model.execution, c.model.chunk = parse_execution(cfg.sim.chunk)
+    c.model.use(strategy_for(*parse_execution(cfg.sim.chunk)))
     idx = c.sampler.epoch_indices(0)
     batches = [(c.dataset.x_train[idx[:, s]], c.dataset.y_train[idx[:, s]]) for s in range(idx.shape[1])]
     return Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), batches

@@ -28,9 +28,9 @@ def test_auto_times_small_chunks_on_a_sample_of_nodes_and_scales_to_k(monkeypatc
     seen: list[tuple[int, int, int]] = []
     real = StackedModel.loss_and_grad
 
-    def spy(self, p, xb, yb, chunk=None):
-        seen.append((p.shape[0], int(chunk or self.chunk), -1 if self.buffers is None else self.buffers.shape[0]))
-        return real(self, p, xb, yb, chunk=chunk)
+    def spy(self, p, xb, yb, strategy=None, step=0):
+        seen.append((p.shape[0], (strategy or self.strategy).chunk, -1 if self.buffers is None else self.buffers.shape[0]))
+        return real(self, p, xb, yb, strategy=strategy, step=step)
 
     monkeypatch.setattr(StackedModel, "loss_and_grad", spy)
     choice = choose_chunk(sm, params, x, y, "auto", steps=1, use_cache=False)

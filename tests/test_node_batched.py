@@ -10,6 +10,7 @@ import decent8
 from decent8.errors import ConfigError
 from decent8.models import StackedModel, init_parameters, make_model
 from decent8.models.execution import choose_chunk, layers_mismatch, parse_execution
+from decent8.models.strategies import strategy_for
 from decent8.models.node_batched import unsupported
 from decent8.quant.layers import set_stochastic
 from decent8.quant.quantizer import QuantSpec
@@ -45,7 +46,7 @@ def _stacked(module: nn.Module, k: int) -> tuple[StackedModel, torch.Tensor]:
 
 def _step(sm: StackedModel, params, x, y, execution: str, chunk: int):
     state = sm.buffers_state()
-    sm.execution, sm.chunk = execution, chunk
+    sm.use(strategy_for(execution, chunk))
     loss, grad = sm.loss_and_grad(params, x, y)
     after = sm.buffers_state()
     sm.load_buffers_state(state)
@@ -78,15 +79,15 @@ def test_layers_equal_the_per_node_loop(name, precision):
             assert torch.allclose(b1, b2, rtol=1e-5, atol=1e-6) and not torch.allclose(b1[0], b1[-1])
     # eval on shared inputs: every node's own parameters and buffers
     xt = torch.randn(7, 1, 8, 8)
-    sm.execution, sm.chunk = "vmap", 1
+    sm.use(strategy_for("vmap", 1))
     ref = sm.logits(params, xt)
-    sm.execution, sm.chunk = "layers", 5
+    sm.use(strategy_for("layers", 5))
     assert torch.allclose(sm.logits(params, xt), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_dropout_masks_differ_between_nodes():
     sm, params = _stacked(PlainNet(p_drop=0.5), 4)
-    sm.execution, sm.chunk = "layers", 4
+    sm.use(strategy_for("layers", 4))
     same = params[:1].repeat(4, 1)
     x = torch.randn(1, 5, 1, 8, 8).expand(4, 5, 1, 8, 8).contiguous()
     out = sm.forward(same, x)

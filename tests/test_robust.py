@@ -496,3 +496,43 @@ def test_a_peer_sending_a_malformed_message_stops_both_ranks_with_one_line(kind,
         lines = [ln for ln in log.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("decent8: error: "), logs
     assert "node 1 sent a malformed" in logs[0] and "seen by node 0" in logs[0], logs
+
+
+@pytest.mark.slow   # 6 subprocess runs and their resumes: minutes on the 2-core CI machine
+def test_signals_at_random_moments_all_stop_the_run_and_resume_identically(tmp_path):
+    """6 signals (SIGINT / SIGTERM alternating) at random moments of a run that writes its
+    plots every epoch: every one stops the run with 130 / 143 and the resume line, and the
+    resumed run ends with the parameters of an uninterrupted one."""
+    import random
+
+    args = [*FAST, "epochs=6", "eval_every=1", f"out_dir={tmp_path}"]
+    rc, _, lines = call(["train", *args, "name=full", "--quiet"])
+    assert rc == 0, lines
+    reference = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)["engine"]["z"]
+    rng = random.Random(36)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    stopped = 0
+    for i in range(6):
+        sig, code = (signal.SIGINT, 130) if i % 2 == 0 else (signal.SIGTERM, 143)
+        run = tmp_path / f"cut{i}"
+        p = subprocess.Popen([sys.executable, "-m", "decent8", "train", *args, f"name=cut{i}", "--quiet"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        deadline = time.monotonic() + 300
+        while not (run / "metrics.jsonl").exists() and p.poll() is None:   # the first epoch's plots are next
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 1.5))
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=300)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        if p.returncode == 0:          # it finished before the signal landed
+            continue
+        stopped += 1
+        assert p.returncode == code and len(lines) == 1, (i, p.returncode, err)
+        assert f"continue it with `decent8 train --resume {run.name}`" in lines[0] or \
+            f"--resume {run}" in lines[0], lines
+        rc, _, lines = call(["train", "--resume", str(run), "--quiet"])
+        assert rc == 0, lines
+        z = torch.load(run / "checkpoint.pt", weights_only=True)["engine"]["z"]
+        assert torch.equal(z, reference), i
+    assert stopped >= 4, stopped

@@ -1,8 +1,9 @@
 """What a node's model is trained for: its loss, and the metrics that mean something for it.
 
-A task turns one node's model outputs and targets into a scalar loss (``loss``; it
-runs per node, or under ``torch.func.vmap`` for a chunk of nodes, so it must be
-made of plain tensor ops), and sums what evaluation reports over a test batch
+A task turns one node's model outputs and targets into a scalar loss (``loss``), the
+losses of a chunk of nodes ``outputs[m, b, ...]`` into ``[m]`` (``losses``: the one call
+site every execution strategy uses; by default ``loss`` under ``torch.func.vmap``, so
+``loss`` must be made of plain tensor ops, or a loop over the nodes), and sums what evaluation reports over a test batch
 (``eval_sums``). Built in:
 
 ================  =============================================  ============================
@@ -69,11 +70,15 @@ class CrossEntropy(Task):
         return (outputs.argmax(-1) == targets).reshape(outputs.shape[0], -1).sum(1)
 
     def losses(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if type(self).loss is not CrossEntropy.loss:  # a subclass with its own loss: score with it
+            return super().losses(outputs, targets)
         m = outputs.shape[0]
         per_sample = F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1), reduction="none")
         return per_sample.view(m, -1).mean(1)
 
     def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if type(self).loss is not CrossEntropy.loss:
+            return super().eval_sums(outputs, targets)
         m, n = outputs.shape[0], targets.shape[0]
         flat = outputs.reshape(m * n, -1)
         loss = F.cross_entropy(flat, targets.repeat(m), reduction="none").view(m, n).sum(1)

@@ -39,6 +39,7 @@ import torch
 from ..errors import ConfigError, first_line
 from . import node_batched
 from .stacked import Inputs, StackedModel, take
+from .strategies import LOOP, strategy_for
 
 
 @dataclass
@@ -137,19 +138,15 @@ def layers_mismatch(model: StackedModel, params: torch.Tensor, x: Inputs) -> str
     if reason:
         return reason
     m = min(params.shape[0], 4)
-    saved = model.execution, model.chunk
     buffers = None if model.buffers is None else model.buffers[:m].clone()
     model.module.eval()
     try:
         with torch.no_grad():
-            model.execution, model.chunk = "vmap", 1
-            ref = model.forward(params[:m], take(x, slice(m)), buffers)
-            model.execution, model.chunk = "layers", m
-            out = model.forward(params[:m], take(x, slice(m)), buffers)
+            ref = model.forward(params[:m], take(x, slice(m)), buffers, strategy=LOOP)
+            out = model.forward(params[:m], take(x, slice(m)), buffers, strategy=strategy_for("layers", m))
     except (RuntimeError, ValueError, TypeError, IndexError) as e:
         return f"the node-batched forward fails ({first_line(e)})"
     finally:
-        model.execution, model.chunk = saved
         model.module.train()
     if out.shape != ref.shape or not torch.allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, ref.abs().max().item())):
         return "its outputs differ from the per-node loop's (the model's forward mixes samples of different nodes)"
@@ -191,7 +188,7 @@ def saved_bytes_per_node(model: StackedModel, params: torch.Tensor, x: Inputs, y
     # count the storage of all k nodes, and cap the chunk at large k for no reason
     x1 = {n: v[:1].clone() for n, v in x.items()} if isinstance(x, dict) else x[:1].clone()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.loss_and_grad(params[:1].clone(), x1, y[:1].clone(), chunk=1)
+        model.loss_and_grad(params[:1].clone(), x1, y[:1].clone(), strategy=LOOP)
     return total
 
 
@@ -207,7 +204,7 @@ def probe(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.Tensor)
     try:
         with warnings.catch_warnings(record=True) as caught:  # kept back: a failing probe is one line
             warnings.simplefilter("always")
-            model.loss_and_grad(params[:1], take(x, slice(1)), y[:1], chunk=1)
+            model.loss_and_grad(params[:1], take(x, slice(1)), y[:1], strategy=LOOP)
         for w in caught:  # the probe passed: its warnings (a broadcasting loss …) still reach the user
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     except ConfigError:
@@ -216,7 +213,7 @@ def probe(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.Tensor)
         out_shape = "?"
         try:
             with torch.no_grad():
-                out_shape = str(tuple(model.forward(params[:1], take(x, slice(1)), chunk=1).shape[2:]))
+                out_shape = str(tuple(model.forward(params[:1], take(x, slice(1)), strategy=LOOP).shape[2:]))
         except Exception:
             pass
         msg = first_line(e)
@@ -286,7 +283,7 @@ def remember_decision(key: str, spec: str) -> None:
 
 def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.Tensor, requested: object = "auto",
                  steps: int = 2, memory_fraction: float = 0.5, use_cache: bool = True) -> ExecutionChoice:
-    """Set ``model.chunk`` and ``model.execution`` for training ``params[k, d]`` on batches like ``x[k, b, …]``.
+    """Give ``model`` its execution strategy (:meth:`StackedModel.use`) for training ``params[k, d]`` on batches like ``x[k, b, …]``.
 
     ``requested`` is the ``sim.chunk`` value: ``N`` or ``layers:N`` is used as it is
     (capped at k); ``auto`` reuses this machine's cached decision or times the
@@ -308,18 +305,18 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
                 raise ConfigError("sim.chunk", f"layers:{c} cannot run this model: {reason}; use auto or a number")
         elif c > 1:
             try:
-                model.loss_and_grad(params, x, y, chunk=c)
+                model.loss_and_grad(params, x, y, strategy=strategy_for(execution, c))
             except VMAP_ERRORS as e:
                 raise ConfigError("sim.chunk", f"this model cannot run {c} nodes in one torch.func.vmap call "
                                                f"({first_line(e)}); use sim.chunk=1 (a loop) or auto") from None
             finally:
                 _restore(model, buffers, cpu_rng, cuda_rng, params)
-        model.chunk, model.execution = c, execution
+        model.use(strategy_for(execution, c))
         return ExecutionChoice(str(requested), c, k, execution)
     key = decision_key(model, params, x)
     known = cached_decision(key) if use_cache else None
     if known is not None and known[1] <= k:
-        model.execution, model.chunk = known
+        model.use(strategy_for(*known))
         return ExecutionChoice("auto", known[1], k, known[0], cached=True)
     layers_reason = layers_mismatch(model, params, x)
     try:
@@ -334,7 +331,6 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
         if not layers_reason:
             families.append(("layers", [c for c in candidates(k, limit) if c > 1]))
         for execution, sizes in families:
-            model.execution = execution
             tried = 0
             for c in sizes:
                 # k/c identical chunks: timing m = max(c, SAMPLE_NODES) nodes and scaling by k/m
@@ -342,15 +338,16 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
                 m = min(k, max(c, SAMPLE_NODES))
                 p_m, x_m, y_m = params[:m], take(x, slice(m)), y[:m]
                 model.buffers = None if full_buffers is None else full_buffers[:m].clone()
+                strategy = strategy_for(execution, c)
                 try:
                     t0 = clock()
-                    model.loss_and_grad(p_m, x_m, y_m, chunk=c)  # warm-up
+                    model.loss_and_grad(p_m, x_m, y_m, strategy=strategy)  # warm-up
                     _sync(params)
                     # small models: enough calls to last MIN_TIMING_S (a 10 ms step timed twice is noise)
                     n = max(steps, min(MAX_TIMED_CALLS, math.ceil(MIN_TIMING_S / max(clock() - t0, 1e-6))))
                     t0 = clock()
                     for _ in range(n):
-                        model.loss_and_grad(p_m, x_m, y_m, chunk=c)
+                        model.loss_and_grad(p_m, x_m, y_m, strategy=strategy)
                     _sync(params)
                 except torch.OutOfMemoryError:
                     break
@@ -371,9 +368,8 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
                     break  # past the optimum and getting worse
         execution, chunk = parse_execution(min(timings, key=timings.__getitem__)) or ("vmap", 1)
     finally:
-        model.execution = "vmap"
         _restore(model, buffers, cpu_rng, cuda_rng, params)
-    model.execution, model.chunk = execution, chunk
+    model.use(strategy_for(execution, chunk))
     if use_cache:
         remember_decision(key, spec_of(execution, chunk))
     return ExecutionChoice("auto", chunk, k, execution, per_node, budget, timings, unsupported, layers_reason)

@@ -9,31 +9,33 @@ flat ``[k, nb]`` tensor (:attr:`StackedModel.buffers`) whose row views go into
 They are not gossiped; the averaged model is evaluated with the node-averaged buffers.
 (Integer buffers such as BatchNorm's ``num_batches_tracked`` stay shared.)
 
-Execution: the k nodes run in chunks of ``c`` nodes (:attr:`StackedModel.chunk`). A
-chunk of c > 1 is one ``torch.func.vmap`` call over the chunk's parameter rows
-(``randomness="different"``: every node draws its own dropout masks and dither); c = 1
-is a plain loop over nodes without vmap. Models made of the layers of
-:mod:`.node_batched` can also run a chunk through node-batched layers (one grouped
-convolution / batched matmul per layer; :attr:`StackedModel.execution` ``"layers"``).
-The math does not depend on c or on the execution; the speed does, by model, node count
-and device — :func:`decent8.models.execution.choose_chunk` measures it
-(``sim.chunk=auto``). Inputs are tensors or dicts of tensors with a leading node axis
-``[k, b, ...]``; the loss comes from a :class:`~decent8.task.Task`.
+Execution: the k nodes run in chunks, each the way the model's execution strategy says
+(:mod:`.strategies`: a loop, ``torch.func.vmap`` chunks, node-batched layers; eager or
+compiled), set with :meth:`StackedModel.use` — :func:`decent8.models.execution.choose_chunk`
+measures which is fastest (``sim.chunk=auto``). The math does not depend on it: the loss
+is always ``task.losses`` of the chunk's outputs, and in training every random draw of
+node i at step t (dropout, the 8-bit stochastic rounding, ``rand_like``, …) comes from
+the node's own stream keyed by ``(seed, i, t)`` (:mod:`decent8.streams`). Inputs are
+tensors or dicts of tensors with a leading node axis ``[k, b, ...]``; the loss comes
+from a :class:`~decent8.task.Task`.
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
-from torch.func import functional_call, vmap
+from torch.func import functional_call
 
+from .. import streams
 from ..data.dataset import take  # noqa: F401  (re-exported: models.stacked.take)
 from ..errors import ConfigError, first_line
 from ..layout import ParamLayout
 from ..task import CrossEntropy, Task
-from .node_batched import node_aware_layers, node_batched
+from .node_batched import node_aware_layers
+from .strategies import Strategy, merge_nodes, strategy_for  # noqa: F401  (merge_nodes re-exported)
 
 Inputs = Any  # a tensor, or a dict of tensors, each with the same leading axes
 
@@ -46,21 +48,25 @@ def batch_size(x: Inputs, dim: int = 0) -> int:
 
 class StackedModel:
     def __init__(self, module: nn.Module, device: torch.device | str = "cpu", nodes: int | None = None,
-                 task: Task | None = None, chunk: int = 1) -> None:
+                 task: Task | None = None, chunk: int = 1, seed: int = 0,
+                 node_ids: Sequence[int] | None = None) -> None:
         self.module = module.to(device)
         self.device = torch.device(device)
         self.task = task or CrossEntropy()
-        self.chunk = int(chunk)
-        #: how a chunk of c > 1 nodes runs: ``"vmap"`` (one torch.func.vmap call) or
-        #: ``"layers"`` (node-batched layers, :mod:`.node_batched`)
-        self.execution = "vmap"
+        #: how each chunk of nodes runs (:mod:`.strategies`; set with :meth:`use`)
+        self.strategy: Strategy = strategy_for("vmap", int(chunk))
+        #: the run seed and the global ids of the local nodes: node i's random stream at
+        #: step t is keyed by (seed, node_ids[i], t) (:mod:`decent8.streams`)
+        self.seed = int(seed)
+        self.node_ids: list[int] | None = None if node_ids is None else [int(i) for i in node_ids]
         #: ``sim.compile``: the compiled form of :meth:`_chunk_loss` (None: eager)
         self._compiled_loss: Callable | None = None
         self._compile_strict = True
         self._compile_ok = False
         #: why compiling failed under ``sim.compile=auto`` (the run then went on eagerly)
         self.compile_failure = ""
-        self._node_aware = node_aware_layers(self.module)
+        #: the layers node-batched execution gives a node-aware forward (:mod:`.node_batched`)
+        self.node_aware = node_aware_layers(self.module)
         self.layout = ParamLayout.from_module(self.module)
         named = [(n, b) for n, b in self.module.named_buffers() if b.is_floating_point()]
         #: layout of the per-model buffers (None when the module has none)
@@ -114,72 +120,69 @@ class StackedModel:
 
     # -- execution ----------------------------------------------------------------------
 
+    def use(self, strategy: Strategy) -> None:
+        """Run every chunk the way ``strategy`` says (compiled if the model is compiled)."""
+        self.strategy = dataclasses.replace(strategy, compiled=self.compiled)
+
+    @property
+    def chunk(self) -> int:
+        """Nodes per chunk of the current strategy."""
+        return self.strategy.chunk
+
+    @property
+    def execution(self) -> str:
+        """``vmap`` (c = 1: the loop) or ``layers`` (node-batched layers)."""
+        return self.strategy.execution
+
+    def stream_keys(self, i0: int, i1: int, step: int) -> torch.Tensor:
+        """The random-stream keys of local nodes ``i0:i1`` at step ``step``."""
+        nodes = range(i0, i1) if self.node_ids is None else self.node_ids[i0:i1]
+        return streams.node_keys(self.seed, nodes, step)
+
     def _named(self, params: torch.Tensor, buffers: torch.Tensor | None) -> dict[str, torch.Tensor]:
         named = self.layout.unflatten(params)
         if self.buffer_layout is not None and buffers is not None:
             named.update(self.buffer_layout.unflatten(buffers))
         return named
 
-    def _chunk_buffers(self, buffers: torch.Tensor | None, i0: int, i1: int, c: int) -> dict[str, torch.Tensor]:
-        """Buffers of nodes ``i0:i1`` by name: row views of the flat buffer in the loop
-        (layers update them in place); contiguous copies for a vmap call, whose batching
-        rules do not write in-place updates through strided views (see :meth:`_write_back`)."""
+    def _chunk_buffers(self, buffers: torch.Tensor | None, i0: int, i1: int) -> dict[str, torch.Tensor]:
+        """Buffers of nodes ``i0:i1`` by name, each its own contiguous copy that the layers
+        update in place (:meth:`_write_back` puts them back): vmap's batching rules do not
+        write in-place updates through strided row views, and views of one row share a
+        version counter, so one layer's update (an 8-bit range) would invalidate what
+        another (BatchNorm's running statistics) saved for backward."""
         if buffers is None or self.buffer_layout is None:
             return {}
-        named = self.buffer_layout.unflatten(buffers[i0:i1])
-        return {n: v.clone() for n, v in named.items()} if self._vmapped(c) else named
+        return {n: v.clone() for n, v in self.buffer_layout.unflatten(buffers[i0:i1]).items()}
 
-    def _vmapped(self, c: int) -> bool:
-        return c > 1 and self.execution == "vmap"
-
-    def _write_back(self, buffers: torch.Tensor | None, bufs: dict[str, torch.Tensor], i0: int, i1: int, c: int) -> None:
-        if not self._vmapped(c) or buffers is None or self.buffer_layout is None:
+    def _write_back(self, buffers: torch.Tensor | None, bufs: dict[str, torch.Tensor], i0: int, i1: int) -> None:
+        if buffers is None or self.buffer_layout is None:
             return
         with torch.no_grad():
             for slot in self.buffer_layout:
                 buffers[i0:i1, slot.offset : slot.end].copy_(bufs[slot.name].reshape(i1 - i0, -1))
 
-    def _chunks(self, m: int, chunk: int | None = None):
-        c = max(1, min(int(chunk or self.chunk), m))
+    @staticmethod
+    def _chunks(m: int, c: int):
+        c = max(1, min(int(c), m))
         for i0 in range(0, m, c):
             yield i0, min(m, i0 + c)
 
-    def _apply(self, fn: Callable, named: dict[str, torch.Tensor], args: tuple, in_dims: tuple, single: bool):
-        """``fn(named_row, *args_row)`` for every row of a chunk: a plain call for one node
-        (``single``), one vmap call otherwise (rows along dim 0 of ``named`` and of the
-        args whose ``in_dims`` is 0)."""
-        if single:
-            row = {n: v[0] for n, v in named.items()}
-            sliced = tuple(take(a, 0) if d == 0 else a for a, d in zip(args, in_dims))
-            out = fn(row, *sliced)
-            return _unsqueeze(out)
-        return vmap(fn, in_dims=(0,) + in_dims, randomness="different")(named, *args)
-
-    def _layers_forward(self, named: dict[str, torch.Tensor], x: Inputs, m: int, shared: bool = False) -> torch.Tensor:
-        """Outputs ``[m, b, ...]`` of m nodes through node-batched layers: their samples
-        merged sample-major into one batch (``shared``: the same ``x[N, ...]`` for every node)."""
-        with node_batched(self._node_aware, m):
-            out = self._forward_fn(named, _merge_nodes(x, m, shared))
-        return out.view(-1, m, *out.shape[1:]).transpose(0, 1)
-
-    def _chunk_forward(self, named: dict[str, torch.Tensor], x: Inputs, m: int, c: int, shared: bool = False):
-        if self.execution == "layers":
-            return self._layers_forward(named, x, m, shared)
-        return self._apply(self._forward_fn, named, (x,), (None if shared else 0,), c == 1)
-
-    def _chunk_loss(self, named: dict[str, torch.Tensor], x: Inputs, y: torch.Tensor, m: int, c: int) -> torch.Tensor:
-        if self.execution == "layers":
-            return self.task.losses(self._layers_forward(named, x, m), y)
-        return self._apply(self._loss_fn, named, (x, y), (0, 0), c == 1)
+    def _chunk_loss(self, named: dict[str, torch.Tensor], x: Inputs, y: torch.Tensor, m: int, strategy: Strategy,
+                    keys: torch.Tensor | None) -> torch.Tensor:
+        """The per-node losses ``[m]`` of one chunk: the strategy's outputs scored by the task
+        (the one place a loss is computed), the draws from the nodes' streams ``keys``."""
+        streams.start(keys)
+        return self.task.losses(strategy.outputs(self, named, x, m), y)
 
     def compile(self, strict: bool = True) -> None:
         """``sim.compile``: each chunk's loss runs through ``torch.compile``, so its forward
         and (through AOTAutograd) its backward are compiled graphs, the 8-bit quantizer's
         elementwise passes fused with their neighbours; evaluation stays eager. The first
         call of each chunk shape compiles (seconds to minutes; cached on the machine).
-        Random operators draw from the eager generators (inductor's ``fallback_random``;
-        the quantizer's dither is the eager one, :func:`decent8.quant.quantizer.dither_codes`),
-        so the draws, the checkpointed RNG state and resuming are those of eager mode.
+        The nodes' draws are one operator the compiler calls as it is
+        (:mod:`decent8.streams`), so they are those of eager mode; other random operators
+        draw from the eager generators (inductor's ``fallback_random``).
         ``strict=False`` (``sim.compile=auto``): if compiling fails in the first step, the
         model's buffers and the RNG are restored and the run goes on eagerly
         (``compile_failure`` says why); once a whole step has run compiled, nothing is
@@ -188,6 +191,7 @@ class StackedModel:
         self._compile_strict = strict
         self._compile_ok = False
         self.compile_failure = ""
+        self.strategy = dataclasses.replace(self.strategy, compiled=True)
 
     @property
     def compiled(self) -> bool:
@@ -208,6 +212,7 @@ class StackedModel:
         except Exception as e:
             if saved is not None:  # auto: back to eager, where a real error shows again
                 self._compiled_loss = None
+                self.strategy = dataclasses.replace(self.strategy, compiled=False)
                 self.compile_failure = f"{type(e).__name__}: {first_line(e)}"
                 warnings.warn(f"sim.compile=auto: torch.compile failed ({self.compile_failure}); running eagerly")
                 self._restore_snapshot(named, saved)
@@ -231,34 +236,38 @@ class StackedModel:
         if cuda_rng is not None:
             torch.cuda.set_rng_state(cuda_rng)
 
-    def _forward_fn(self, named: dict[str, torch.Tensor], x: Inputs) -> torch.Tensor:
+    def forward_one(self, named: dict[str, torch.Tensor], x: Inputs) -> torch.Tensor:
+        """The module's output on ``x`` with the parameters and buffers ``named`` (one node's,
+        or stacked ones inside a strategy's transform)."""
         if isinstance(x, dict):  # keyword inputs (input_ids=…, attention_mask=…)
             out = functional_call(self.module, named, (), x)
         else:
             out = functional_call(self.module, named, (x,))
         return model_output(out)
 
-    def _loss_fn(self, named: dict[str, torch.Tensor], x: Inputs, y: torch.Tensor) -> torch.Tensor:
-        return self.task.loss(self._forward_fn(named, x), y)
-
     def forward(self, params: torch.Tensor, x: Inputs, buffers: torch.Tensor | None = None,
-                chunk: int | None = None) -> torch.Tensor:
+                strategy: Strategy | None = None, step: int | None = None) -> torch.Tensor:
         """Outputs ``[k, b, ...]`` of the k models ``params[k, d]`` on inputs ``x[k, b, ...]``
-        (training or eval mode as the module is set; in training the buffers update in place)."""
+        (training or eval mode as the module is set; in training the buffers update in
+        place). ``step``: draw from the nodes' streams of that step (None: the global generator)."""
         k = params.shape[0]
-        c = int(chunk or self.chunk)
+        strategy = strategy or self.strategy
         buffers = self.buffers_for(k) if buffers is None else buffers
         outs = []
-        for i0, i1 in self._chunks(k, c):
+        for i0, i1 in self._chunks(k, strategy.chunk):
             named = self.layout.unflatten(params[i0:i1])
-            bufs = self._chunk_buffers(buffers, i0, i1, c)
-            outs.append(self._chunk_forward({**named, **bufs}, take(x, slice(i0, i1)), i1 - i0, c))
-            self._write_back(buffers, bufs, i0, i1, c)
+            bufs = self._chunk_buffers(buffers, i0, i1)
+            keys = None if step is None else self.stream_keys(i0, i1, step)
+            with streams.keyed_random(keys):
+                streams.start(keys)
+                outs.append(strategy.outputs(self, {**named, **bufs}, take(x, slice(i0, i1)), i1 - i0))
+            self._write_back(buffers, bufs, i0, i1)
         return torch.cat(outs, 0)
 
-    def loss_and_grad(self, params: torch.Tensor, x: Inputs, y: torch.Tensor,
-                      chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-node loss ``[k]`` and its gradient ``[k, d]`` for batches ``x[k, b, ...]``, ``y[k, b, ...]``.
+    def loss_and_grad(self, params: torch.Tensor, x: Inputs, y: torch.Tensor, strategy: Strategy | None = None,
+                      step: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-node loss ``[k]`` and its gradient ``[k, d]`` for batches ``x[k, b, ...]``, ``y[k, b, ...]``
+        at training step ``step`` (which keys the nodes' random streams).
 
         One backward per chunk, so memory holds one chunk's activations at a time. Each
         parameter tensor of the chunk is its own leaf (views of the flat buffer), and
@@ -269,13 +278,15 @@ class StackedModel:
         buffers = self.buffers_for(k)
         grad = torch.empty_like(params)
         losses = torch.empty(k, device=params.device, dtype=params.dtype)
-        c = int(chunk or self.chunk)
-        for i0, i1 in self._chunks(k, c):
+        strategy = strategy or self.strategy
+        for i0, i1 in self._chunks(k, strategy.chunk):
             leaves = {n: v.detach().requires_grad_(True) for n, v in self.layout.unflatten(params[i0:i1]).items()}
-            bufs = self._chunk_buffers(buffers, i0, i1, c)
-            with torch.enable_grad():
-                loss = self._run_chunk_loss({**leaves, **bufs}, take(x, slice(i0, i1)), y[i0:i1], i1 - i0, c)
-                self._write_back(buffers, bufs, i0, i1, c)
+            bufs = self._chunk_buffers(buffers, i0, i1)
+            keys = self.stream_keys(i0, i1, step)
+            with torch.enable_grad(), streams.keyed_random(keys):
+                loss = self._run_chunk_loss({**leaves, **bufs}, take(x, slice(i0, i1)), y[i0:i1], i1 - i0, strategy,
+                                            keys)
+                self._write_back(buffers, bufs, i0, i1)
                 check_loss(loss, i1 - i0)
                 gs = torch.autograd.grad(loss.sum(), list(leaves.values()), allow_unused=True)
             for slot, v, g in zip(self.layout, leaves.values(), gs):
@@ -303,24 +314,14 @@ class StackedModel:
             buffers = self.buffers_for(k) if buffers is None else buffers
             n = batch_size(x)
             rows = []
-            for i0, i1 in self._chunks(k):
+            for i0, i1 in self._chunks(k, self.strategy.chunk):
                 named = self._named(params[i0:i1], None if buffers is None else buffers[i0:i1])
-                parts = [self._chunk_forward(named, take(x, slice(j, j + chunk)), i1 - i0, self.chunk, shared=True)
+                parts = [self.strategy.outputs(self, named, take(x, slice(j, j + chunk)), i1 - i0, shared=True)
                          for j in range(0, n, chunk)]
                 rows.append(torch.cat(parts, 1))
             return torch.cat(rows, 0)
         finally:
             self.module.train()
-
-
-def _merge_nodes(x: Inputs, m: int, shared: bool) -> Inputs:
-    """``x[m, b, ...]`` as one batch ``[b·m, ...]``, sample-major (row ``s·m + i`` is node
-    i's sample s); ``shared``: the same ``x[N, ...]`` for all m nodes."""
-    if isinstance(x, dict):
-        return {n: _merge_nodes(v, m, shared) for n, v in x.items()}
-    if shared:
-        return x.unsqueeze(1).expand(x.shape[0], m, *x.shape[1:]).reshape(m * x.shape[0], *x.shape[1:])
-    return x.transpose(0, 1).reshape(m * x.shape[1], *x.shape[2:])
 
 
 def model_output(out: Any) -> torch.Tensor:
@@ -337,16 +338,6 @@ def model_output(out: Any) -> torch.Tensor:
         return out[0]
     from ..errors import ConfigError
     raise ConfigError("model", f"the model returned {type(out).__name__}; a tensor (or an object with .logits) is expected")
-
-
-def _unsqueeze(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return out.unsqueeze(0)
-    if isinstance(out, dict):
-        return {k: _unsqueeze(v) for k, v in out.items()}
-    if isinstance(out, (tuple, list)):
-        return type(out)(_unsqueeze(v) for v in out)
-    return out
 
 
 def check_loss(loss: Any, m: int) -> None:

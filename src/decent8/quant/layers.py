@@ -1,8 +1,10 @@
 """8-bit (fake-quantized) layers with gradient bifurcation (SPEC §5), as plain per-model modules.
 
-Each layer sees one node's tensors (``[b, ...]``); the simulator runs them per node or
-for a chunk of nodes under ``torch.func.vmap``, where the quantizers keep one range
-per node (see :mod:`.quantizer`).
+Each layer sees one node's tensors (``[b, ...]``); the simulator runs them per node, for
+a chunk of nodes under ``torch.func.vmap`` (the quantizers' batching rules keep one range
+per node, see :mod:`.quantizer`), or with c nodes' samples merged into one batch
+(node-batched execution, :mod:`decent8.node_axis`): one ``forward`` serves all three,
+reading :func:`~decent8.node_axis.merged_nodes` to keep every range per node.
 
 * :class:`ActQuant` — the activation quantizer: in training the range is the batch mean
   of per-sample min/max (stochastic rounding), and the running min/max buffers are
@@ -28,9 +30,9 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from .. import node_axis
 from .quantizer import QuantSpec, quantize_grad, quantize_ste, quantize_tensor, sample_mean_range
 
 
@@ -63,11 +65,42 @@ class ActQuant(nn.Module):
         return self.running_min, self.running_max, s.eval_stochastic
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mn, mx, stochastic = self.quant_range(lambda: sample_mean_range(x))
-        return quantize_ste(x, mn, mx, self.spec.bits, stochastic)
+        c = node_axis.merged_nodes()
+        if c == 1:
+            mn, mx, stochastic = self.quant_range(lambda: sample_mean_range(x))
+            return quantize_ste(x, mn, mx, self.spec.bits, stochastic)
+        xs = node_axis.per_node(x, c)  # [b, c, features]: each node's range from its own samples
+
+        def per_node_range() -> tuple[torch.Tensor, torch.Tensor]:
+            d = xs.detach()
+            if x.dim() == 1:  # one value per sample: the range is the batch mean (as sample_mean_range)
+                return d.mean(dim=(0, 2)), d.mean(dim=(0, 2))
+            return d.amin(2).mean(0), d.amax(2).mean(0)
+
+        mn, mx, stochastic = self.quant_range(per_node_range)
+        return quantize_ste(xs, mn.reshape(1, c, 1), mx.reshape(1, c, 1), self.spec.bits, stochastic,
+                            node_dim=1).view_as(x)
 
     def extra_repr(self) -> str:
         return f"bits={self.spec.bits}"
+
+
+def quantize_grad_nodes(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Identity forward; in backward the gradient quantized to ``spec.grad_bits`` with each
+    node's whole-tensor range (per node of a merged batch, :mod:`decent8.node_axis`)."""
+    c = node_axis.merged_nodes()
+    if c == 1:
+        return quantize_grad(x, spec.grad_bits, spec.stochastic)
+    return quantize_grad(node_axis.per_node(x, c), spec.grad_bits, spec.stochastic, node_dim=1).view_as(x)
+
+
+def quantized_weights(m: nn.Module, spec: QuantSpec) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``m``'s weight and bias on ``spec.bits`` with each tensor's own range (per node when
+    they are stacked ``[c, ...]`` for a merged batch)."""
+    node_dim = 0 if node_axis.merged_nodes() > 1 else None
+    w = quantize_tensor(m.weight, spec.bits, node_dim=node_dim)
+    bias = None if m.bias is None else quantize_tensor(m.bias, spec.bits, node_dim=node_dim)
+    return w, bias
 
 
 class QConv2d(nn.Conv2d):
@@ -83,11 +116,9 @@ class QConv2d(nn.Conv2d):
         self.act_quant = ActQuant(self.spec) if quantize_input else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.spec
         xq = self.act_quant(x) if self.act_quant is not None else x
-        w = quantize_tensor(self.weight, s.bits)
-        bias = None if self.bias is None else quantize_tensor(self.bias, s.bits)
-        return self._conv_forward(quantize_grad(xq, s.grad_bits, s.stochastic), w, bias)
+        w, bias = quantized_weights(self, self.spec)
+        return node_axis.conv2d(self, quantize_grad_nodes(xq, self.spec), w, bias, node_axis.merged_nodes())
 
 
 class QLinear(nn.Linear):
@@ -99,11 +130,9 @@ class QLinear(nn.Linear):
         self.act_quant = ActQuant(self.spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.spec
         xq = self.act_quant(x)
-        w = quantize_tensor(self.weight, s.bits)
-        bias = None if self.bias is None else quantize_tensor(self.bias, s.bits)
-        return F.linear(quantize_grad(xq, s.grad_bits, s.stochastic), w, bias)
+        w, bias = quantized_weights(self, self.spec)
+        return node_axis.linear(quantize_grad_nodes(xq, self.spec), w, bias, node_axis.merged_nodes())
 
 
 class Add(nn.Module):
@@ -128,7 +157,7 @@ class QAdd(nn.Module):
             a = self.quant_a(a)
         if self.quant_b is not None:
             b = self.quant_b(b)
-        return quantize_grad(a + b, self.spec.grad_bits, self.spec.stochastic)
+        return quantize_grad_nodes(a + b, self.spec)
 
 
 def set_stochastic(module: nn.Module, stochastic: bool) -> None:
@@ -140,4 +169,5 @@ def set_stochastic(module: nn.Module, stochastic: bool) -> None:
             m.spec = QuantSpec(spec.bits, spec.grad_bits, stochastic, spec.eval_stochastic, spec.momentum)
 
 
-__all__ = ["ActQuant", "QConv2d", "QLinear", "Add", "QAdd", "set_stochastic", "update_running"]
+__all__ = ["ActQuant", "QConv2d", "QLinear", "Add", "QAdd", "set_stochastic", "update_running", "quantize_grad_nodes",
+           "quantized_weights"]

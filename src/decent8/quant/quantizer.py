@@ -30,12 +30,14 @@ on CPU. The work buffers for the codes are reused between calls (:class:`_Scratc
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from .. import streams
 from ..errors import ConfigError
 
 #: Smallest step, so a constant range does not divide by zero (SPEC §5).
@@ -216,12 +218,16 @@ def fake_quantize(
     mx: torch.Tensor,
     bits: int = 8,
     stochastic: bool = False,
+    node_dim: int | None = None,
 ) -> torch.Tensor:
     """Q_b(x) over ``[mn, mx]`` (tensors broadcastable against ``x``), no autograd.
 
     Returns a new tensor of ``x``'s dtype (and memory layout) holding the dequantized
     values ``q · scale + mn``. Every pass after the first works in place on that
     tensor; the dither and its float copy use reused work buffers (:class:`_Scratch`).
+    While a chunk of nodes runs with node streams (:mod:`decent8.streams`) the dither is
+    each node's own draw: ``x`` holds one slice per node along ``node_dim`` (None: one
+    node's tensor, or c nodes' samples merged sample-major along dim 0).
     """
     levels = num_levels(bits)
     with torch.no_grad():
@@ -234,7 +240,9 @@ def fake_quantize(
             # (x − mn)/scale + (h + ½)/2^16  =  (x − shift)/scale + h/2^16
             shift = torch.add(mn, scale, alpha=-0.5 / _DITHER_LEVELS)
             y = torch.sub(x, shift).div_(scale)
-            if _is_compiling():  # sim.compile: one fused pass around the draws
+            if streams.active():
+                y.add_(streams.draw(y, streams.DITHER, -1 if node_dim is None else node_dim), alpha=1.0 / _DITHER_LEVELS)
+            elif _is_compiling():  # sim.compile: one fused pass around the draws
                 y.add_(dither_codes(y), alpha=1.0 / _DITHER_LEVELS)
             else:
                 h = dither_like(y, scratch=True)
@@ -283,7 +291,7 @@ def quantize_per_node(x: torch.Tensor, bits: int = 8, stochastic: bool = False, 
         if x.dim() == 0 or (node_dim is not None and x.dim() <= 1):
             return x.clone()
         mn, mx = node_minmax(x, node_dim)
-        return fake_quantize(x, mn, mx, bits, stochastic)
+        return fake_quantize(x, mn, mx, bits, stochastic, node_dim)
 
 
 def _front(t: torch.Tensor, bdim: int | None, size: int, like_dim: int | None = None) -> torch.Tensor:
@@ -331,8 +339,8 @@ class _FakeQuantSTE(torch.autograd.Function):
     """Q_b(x) over ``[mn, mx]``, straight-through backward; vmap: one call on the chunk."""
 
     @staticmethod
-    def forward(x, mn, mx, bits, stochastic):  # type: ignore[override]
-        return fake_quantize(x, mn, mx, bits, stochastic)
+    def forward(x, mn, mx, bits, stochastic, node_dim):  # type: ignore[override]
+        return fake_quantize(x, mn, mx, bits, stochastic, node_dim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):  # type: ignore[override]
@@ -340,10 +348,10 @@ class _FakeQuantSTE(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[override]
-        return g, None, None, None, None
+        return g, None, None, None, None, None
 
     @staticmethod
-    def vmap(info, in_dims, x, mn, mx, bits, stochastic):  # type: ignore[override]
+    def vmap(info, in_dims, x, mn, mx, bits, stochastic, node_dim):  # type: ignore[override]
         bx, bmn, bmx = in_dims[:3]
         per_model = x.dim() - (0 if bx is None else 1)
         if bx is None:
@@ -352,19 +360,21 @@ class _FakeQuantSTE(torch.autograd.Function):
             x = x.movedim(bx, 0)
         mn = _front(mn, bmn, info.batch_size, per_model)
         mx = _front(mx, bmx, info.batch_size, per_model)
-        return _apply(_FakeQuantSTE, _FakeQuantSTEPlain, x, mn, mx, bits, stochastic), 0
+        return _apply(_FakeQuantSTE, _FakeQuantSTEPlain, x, mn, mx, bits, stochastic, 0), 0
 
 
 _FakeQuantSTEPlain = _plain_twin(_FakeQuantSTE)
 
 
 def quantize_ste(
-    x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, bits: int = 8, stochastic: bool = False
+    x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, bits: int = 8, stochastic: bool = False,
+    node_dim: int | None = None,
 ) -> torch.Tensor:
-    """Q_b(x) over ``[mn, mx]`` with a straight-through (identity) backward."""
+    """Q_b(x) over ``[mn, mx]`` with a straight-through (identity) backward (``node_dim``:
+    see :func:`fake_quantize`)."""
     if _is_compiling():
-        return _straight_through(x, fake_quantize(x.detach(), mn.detach(), mx.detach(), bits, stochastic))
-    return _apply(_FakeQuantSTE, _FakeQuantSTEPlain, x, mn.detach(), mx.detach(), bits, stochastic)
+        return _straight_through(x, fake_quantize(x.detach(), mn.detach(), mx.detach(), bits, stochastic, node_dim))
+    return _apply(_FakeQuantSTE, _FakeQuantSTEPlain, x, mn.detach(), mx.detach(), bits, stochastic, node_dim)
 
 
 class _QuantizeWhole(torch.autograd.Function):
@@ -413,10 +423,12 @@ class _QuantizeGrad(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):  # type: ignore[override]
         ctx.bits, ctx.stochastic, ctx.node_dim = inputs[1], inputs[2], inputs[3]
+        ctx.stream = _grad_stream(ctx.stochastic)
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[override]
-        return quantize_per_node(g, ctx.bits, ctx.stochastic, ctx.node_dim), None, None, None
+        with _in_stream(ctx.stream):
+            return quantize_per_node(g, ctx.bits, ctx.stochastic, ctx.node_dim), None, None, None
 
     @staticmethod
     def vmap(info, in_dims, x, bits, stochastic, node_dim):  # type: ignore[override]
@@ -425,6 +437,16 @@ class _QuantizeGrad(torch.autograd.Function):
 
 
 _QuantizeGradPlain = _plain_twin(_QuantizeGrad)
+
+
+def _grad_stream(stochastic: bool) -> tuple[torch.Tensor, int] | None:
+    """The node streams' keys and the call number a gradient quantizer draws with in
+    backward, taken in forward (so its draws do not depend on the order backward runs in)."""
+    return streams.take_call() if stochastic and streams.active() else None
+
+
+def _in_stream(stream: tuple[torch.Tensor, int] | None):  # type: ignore[no-untyped-def]
+    return contextlib.nullcontext() if stream is None else streams.node_streams(*stream)
 
 
 def _requires_grad(x: torch.Tensor) -> bool:
@@ -447,41 +469,47 @@ def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True, node_
     if not torch.is_grad_enabled() or not _requires_grad(x):
         return x
     if _is_compiling() and _quantize_grad_op is not None:
-        return _quantize_grad_op(x, bits, stochastic, -1 if node_dim is None else node_dim)
+        keys, call = _grad_stream(stochastic) or (_NO_KEYS, -1)
+        return _quantize_grad_op(x, keys, call, bits, stochastic, -1 if node_dim is None else node_dim)
     return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim)
 
 
+_NO_KEYS = torch.zeros(0, dtype=torch.int64)
 _quantize_grad_op = None
 if hasattr(torch.library, "custom_op"):  # torch >= 2.4
-    @torch.library.custom_op("decent8::quantize_grad_v1", mutates_args=())
-    def _quantize_grad_op(x: torch.Tensor, bits: int, stochastic: bool, node_dim: int) -> torch.Tensor:
+    @torch.library.custom_op("decent8::quantize_grad_v2", mutates_args=())
+    def _quantize_grad_op(x: torch.Tensor, keys: torch.Tensor, call: int, bits: int, stochastic: bool,
+                          node_dim: int) -> torch.Tensor:
         """:func:`quantize_grad` as an operator, for ``torch.compile`` (``sim.compile``): the
         identity (a copy: an operator's output may not alias its input) whose registered
-        backward quantizes the gradient; ``node_dim`` −1 is None. Traced, an autograd
+        backward quantizes the gradient; ``node_dim`` −1 is None; ``keys``/``call`` the node
+        streams it draws from (``call`` −1: the global generator). Traced, an autograd
         function under ``vmap`` loses its backward (see :func:`_straight_through`)."""
         return x.clone()
 
     @_quantize_grad_op.register_fake
-    def _(x: torch.Tensor, bits: int, stochastic: bool, node_dim: int) -> torch.Tensor:
+    def _(x: torch.Tensor, keys: torch.Tensor, call: int, bits: int, stochastic: bool, node_dim: int) -> torch.Tensor:
         return torch.empty_like(x)
 
     def _quantize_grad_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-        ctx.bits, ctx.stochastic, ctx.node_dim = inputs[1], inputs[2], inputs[3]
+        ctx.bits, ctx.stochastic, ctx.node_dim = inputs[3], inputs[4], inputs[5]
+        ctx.stream = None if inputs[2] < 0 else (inputs[1], inputs[2])
 
     def _quantize_grad_backward(ctx: Any, g: torch.Tensor) -> tuple:
         node_dim = None if ctx.node_dim < 0 else ctx.node_dim
-        return quantize_per_node(g, ctx.bits, ctx.stochastic, node_dim), None, None, None
+        with _in_stream(ctx.stream):
+            return quantize_per_node(g, ctx.bits, ctx.stochastic, node_dim), None, None, None, None, None
 
     _quantize_grad_op.register_autograd(_quantize_grad_backward, setup_context=_quantize_grad_setup)
 
     if hasattr(_quantize_grad_op, "register_vmap"):
         @_quantize_grad_op.register_vmap
-        def _(info: Any, in_dims: tuple, x: torch.Tensor, bits: int, stochastic: bool,
-              node_dim: int) -> tuple[torch.Tensor, int | None]:
+        def _(info: Any, in_dims: tuple, x: torch.Tensor, keys: torch.Tensor, call: int, bits: int,
+              stochastic: bool, node_dim: int) -> tuple[torch.Tensor, int | None]:
             """Batched over the nodes: one call with the batch dim as the node dim, so each
-            node's gradient keeps its own range."""
+            node's gradient keeps its own range (and its own stream)."""
             bx = in_dims[0]
-            return _quantize_grad_op(x, bits, stochastic, node_dim if bx is None else bx), bx
+            return _quantize_grad_op(x, keys, call, bits, stochastic, node_dim if bx is None else bx), bx
 
 
 __all__ = [

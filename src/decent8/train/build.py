@@ -426,7 +426,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                             pretrained_dir=pretrained_dir, seed=derive_seed(cfg.seed, "init"))
         if pretrained_dir is None:  # a checkpoint's weights stay; model=hf seeds its new head itself
             init_parameters(module, derive_seed(cfg.seed, "init"))
-    model = StackedModel(module, device, nodes=comm.k, task=task)
+    model = StackedModel(module, device, nodes=comm.k, task=task, seed=cfg.seed, node_ids=comm.local_nodes)
     x0 = model.flat_parameters()
 
     c = cfg.compression

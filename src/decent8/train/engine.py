@@ -39,7 +39,7 @@ class Engine:
         """One iteration on batches ``xb[k, b, ...]`` (a tensor or a dict of tensors),
         ``yb[k, b, ...]``; returns the per-node loss ``[k]``."""
         x = self.params()
-        loss, grad = self.model.loss_and_grad(x, xb, yb)
+        loss, grad = self.model.loss_and_grad(x, xb, yb, step=self.step_count)
         direction = self.optimizer.direction(grad, x)
         tracks = self.optimizer.tracks_gossip
         x_before = (x.clone() if x is self.z else x) if tracks else None
