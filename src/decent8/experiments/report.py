@@ -381,7 +381,8 @@ def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accura
         return False
     others = [a for a in row_axes if a != "skew"]
     rows = rows_of(sw, row_axes)
-    skews = sorted({r[row_axes.index("skew")] for r in rows}, key=_sort_key)
+    skews = sorted({r[row_axes.index("skew")] for r in rows if _sort_key(r[row_axes.index("skew")])[0] == 0},
+                   key=_sort_key)   # numbers only: a cell whose config.yaml is damaged has no skew
     if len(skews) < 2:
         return False
     panels = []
