@@ -592,6 +592,7 @@ def _whole_commands(tmp_path: Path, monkeypatch, n_commands: int, seed: int) -> 
     rng = random.Random(seed)
     codes = {0: 0, 1: 0, 2: 0}
     kinds: dict[str, int] = {}
+    problems: list[str] = []
     for i in range(n_commands):
         kind = rng.choices(["train", "report", "launch", "resume"], weights=[40, 20, 15, 25])[0]
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -640,18 +641,27 @@ def _whole_commands(tmp_path: Path, monkeypatch, n_commands: int, seed: int) -> 
         try:
             rc, stdout, stderr = _call(argv)
         except BaseException as e:  # noqa: BLE001 - the point of the test
-            pytest.fail(f"command {i}: {argv} raised {type(e).__name__}: {e}")
+            problems.append(f"command {i}: {argv} raised {type(e).__name__}: {e}")
+            continue
         lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("decent8: warning: ")]
-        assert "Traceback" not in stderr and "Exception ignored" not in stderr, (i, argv, stderr)
-        assert rc in (0, 1, 2), (i, argv, rc, stderr)
-        if rc:
-            assert len(lines) == 1 and lines[0].startswith("decent8: error: "), (i, argv, rc, stderr)
-        if rc == 2:   # refused: nothing new, nothing changed (a stale temporary may be gone)
+        why = None
+        if "Traceback" in stderr or "Exception ignored" in stderr:
+            why = "a traceback"
+        elif rc not in (0, 1, 2):
+            why = f"exit {rc}"
+        elif rc and not (len(lines) == 1 and lines[0].startswith("decent8: error: ")):
+            why = f"exit {rc} with {len(lines)} lines"
+        elif rc == 2:   # refused: nothing new, nothing changed (a stale temporary may be gone)
             after = _snapshot(tmp_path)
             changed = sorted(p for p, v in after.items() if before.get(p) != v)
-            assert not changed, (i, argv, stderr, changed[:5])
-        assert not marker.exists(), (i, argv)
-        codes[rc] += 1
+            why = f"exit 2 wrote {changed[:3]}" if changed else None
+        if marker.exists():
+            why = "code from a run folder ran"
+            marker.unlink()
+        if why:
+            problems.append(f"command {i}: {argv}: {why}: {stderr[-600:]}")
+        codes[rc] = codes.get(rc, 0) + 1
+    assert not problems, "\n".join(problems[:10])
     print(f"whole-command fuzz: {n_commands} commands {kinds}, exits {codes}, {len(_StubNodes.started)} launches "
           f"reached their processes")
     return codes
