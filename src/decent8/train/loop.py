@@ -308,7 +308,6 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     if not quiet and resume is None:
         warn_small_shards(c)
     engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
-    events = EventLog(run.path, cfg.tensorboard) if comm.is_main else None
     timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
 
     start_epoch, wall_before, rows = 0, 0.0, []
@@ -323,6 +322,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         rows = [r for r in run.read_metrics() if r["epoch"] <= start_epoch]
     elif resume is not None and comm.is_main:
         rows = []
+    # after the checkpoint is checked: a refused resume writes nothing (not even an event file)
+    events = EventLog(run.path, cfg.tensorboard) if comm.is_main else None
 
     def diverged(when: str, epoch: int, consensus: bool = False) -> TrainingError:
         """The message for a run that went non-finite: what to lower (γ only where the
