@@ -190,9 +190,14 @@ def check_sweep_folder(sweep_dir: Path) -> None:
                                     f"out_dir")
 
 
+#: a summary.json holds some of these (a regression run has no accuracy; an older one fewer keys)
+_SUMMARY_KEYS = ("mean_node_accuracy", "mean_node_loss", "averaged_model_accuracy", "bytes_sent_per_node",
+                 "decent8_version")
+
+
 def read_summary(run_dir: Path) -> dict | None:
-    """A cell's summary.json as decent8 writes it (numbers where the results table needs
-    them), or None when there is none."""
+    """A cell's summary.json as decent8 writes it, or None when there is none; one line for
+    a file that is not a decent8 summary (a sweep does not take it as a result)."""
     f = run_dir / SUMMARY
     if not f.exists():
         return None
@@ -200,9 +205,7 @@ def read_summary(run_dir: Path) -> dict | None:
         s = json.loads(f.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         s = None
-    ok = isinstance(s, dict) and all(isinstance(s.get(k), (int, float)) and not isinstance(s.get(k), bool)
-                                     for k in ("bytes_sent_per_node", "wall_time_s", "consensus_distance"))
-    if not ok:
+    if not (isinstance(s, dict) and any(k in s for k in _SUMMARY_KEYS)):
         raise ConfigError("--name", f"{str(f)!r} is not the summary of a decent8 run; a sweep does not overwrite "
                                     f"it: pick another --name or out_dir, or move that folder away")
     return s

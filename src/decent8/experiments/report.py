@@ -106,11 +106,6 @@ def _number(v: Any) -> bool:
 _NUMERIC = ("mean_node_accuracy", "averaged_model_accuracy", "min_node_accuracy", "max_node_accuracy",
             "bytes_sent_per_node", "wall_time_s", "sim_time_s", "mean_node_loss", "averaged_model_loss",
             "consensus_distance", "train_loss", "epoch", "epochs")
-#: the curves of a metrics row (plots.py draws all of them)
-_ROW_KEYS = ("epoch", "train_loss", "mean_node_loss", "averaged_model_loss", "consensus_distance")
-_ACC_KEYS = ("mean_node_accuracy", "averaged_model_accuracy")
-
-
 def _clean_numbers(d: dict[str, Any]) -> dict[str, Any]:
     """``d`` without the values the report computes with that are not finite numbers (an
     edited, foreign or damaged file): such a value counts as missing, not as an error."""
@@ -123,8 +118,9 @@ def _read_summary(path: Path) -> dict[str, Any] | None:
 
 
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The usable rows of metrics.jsonl (bytes that are not UTF-8 text or JSON, rows without
-    the curves' numbers are skipped); all of one kind (with accuracy or without)."""
+    """The usable rows of metrics.jsonl: JSON objects with a numeric epoch (bytes that are
+    not UTF-8 text or JSON are skipped; values that are not numbers count as missing, and
+    the plots draw only the values a row has)."""
     try:
         text = (path / "metrics.jsonl").read_bytes().decode("utf-8", "replace")
     except OSError:
@@ -137,11 +133,8 @@ def _read_metrics(path: Path) -> list[dict[str, Any]]:
             continue
         if isinstance(row, dict):
             row = _clean_numbers(row)
-            if all(k in row for k in _ROW_KEYS):
+            if "epoch" in row:
                 rows.append(row)
-    if rows:
-        with_acc = all(k in rows[-1] for k in _ACC_KEYS)
-        rows = [r for r in rows if all(k in r for k in _ACC_KEYS) == with_acc]
     return rows
 
 
@@ -191,7 +184,7 @@ def load_sweep(folder: str | os.PathLike) -> Sweep:
     if planned:
         cells = [_read_cell(root / name, name, labels) for name, labels in planned]
         return Sweep(root, str(plan.get("title") or root.name), cells, _list(plan.get("axes")),
-                     _dict(plan.get("report")), [p for p in _list(plan.get("paper")) if isinstance(p, dict)],
+                     _dict(plan.get("report")), _list(plan.get("paper"), dict),
                      _dict(plan.get("paper_data_gb")), plan.get("scale") if _number(plan.get("scale")) else None,
                      str(plan.get("source") or ""))
     runs = sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
@@ -201,8 +194,9 @@ def load_sweep(folder: str | os.PathLike) -> Sweep:
     return _sweep_from_runs(root, runs, root.name)
 
 
-def _list(v: Any) -> list[Any]:
-    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+def _list(v: Any, kind: type = str) -> list[Any]:
+    """The items of type ``kind`` of a list read from sweep.json (nothing else)."""
+    return [x for x in v if isinstance(x, kind)] if isinstance(v, list) else []
 
 
 def _dict(v: Any) -> dict[str, Any]:
