@@ -66,3 +66,30 @@ def make_residual(input_shape, num_classes):
 
 def make_plain_drop(input_shape, num_classes):
     return PlainDropNet(input_shape, num_classes)
+
+
+def make_bert(input_shape, num_classes, vocab_size: int = 64):
+    """A tiny random HuggingFace BERT with dropout on (hidden and attention, eager attention:
+    its dropout is ``F.dropout``, drawn from the nodes' streams)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=16, num_labels=num_classes,
+                     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, attn_implementation="eager")
+    return BertForSequenceClassification(cfg)
+
+
+class MLPDrop(nn.Module):
+    def __init__(self, input_shape, num_classes: int) -> None:
+        super().__init__()
+        d = 1
+        for s in input_shape:
+            d *= s
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(d, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def make_mlp_drop(input_shape, num_classes):
+    return MLPDrop(input_shape, num_classes)

@@ -417,23 +417,23 @@ def quantize_tensor(x: torch.Tensor, bits: int = 8, stochastic: bool = False,
 
 class _QuantizeGrad(torch.autograd.Function):
     @staticmethod
-    def forward(x, bits, stochastic, node_dim):  # type: ignore[override]
+    def forward(x, bits, stochastic, node_dim, stream):  # type: ignore[override]
         return x.view_as(x)
 
     @staticmethod
     def setup_context(ctx, inputs, output):  # type: ignore[override]
-        ctx.bits, ctx.stochastic, ctx.node_dim = inputs[1], inputs[2], inputs[3]
-        ctx.stream = _grad_stream(ctx.stochastic)
+        ctx.bits, ctx.stochastic, ctx.node_dim, ctx.stream = inputs[1], inputs[2], inputs[3], inputs[4]
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[override]
         with _in_stream(ctx.stream):
-            return quantize_per_node(g, ctx.bits, ctx.stochastic, ctx.node_dim), None, None, None
+            return quantize_per_node(g, ctx.bits, ctx.stochastic, ctx.node_dim), None, None, None, None
 
     @staticmethod
-    def vmap(info, in_dims, x, bits, stochastic, node_dim):  # type: ignore[override]
+    def vmap(info, in_dims, x, bits, stochastic, node_dim, stream):  # type: ignore[override]
         bx = in_dims[0]
-        return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim if bx is None else bx), bx
+        return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim if bx is None else bx,
+                      stream), bx
 
 
 _QuantizeGradPlain = _plain_twin(_QuantizeGrad)
@@ -465,13 +465,17 @@ def _requires_grad(x: torch.Tensor) -> bool:
 def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True, node_dim: int | None = None) -> torch.Tensor:
     """Identity forward; in backward the incoming gradient is quantized to ``bits``
     with the node's whole-tensor range (per slice along ``node_dim`` when given;
-    stochastic rounding by default)."""
-    if not torch.is_grad_enabled() or not _requires_grad(x):
+    stochastic rounding by default). Every call in training takes its number in the node
+    streams, whether or not ``x`` needs a gradient (compiled, that is not known)."""
+    if not torch.is_grad_enabled():
+        return x
+    stream = _grad_stream(stochastic)
+    if not _requires_grad(x):
         return x
     if _is_compiling() and _quantize_grad_op is not None:
-        keys, call = _grad_stream(stochastic) or (_NO_KEYS, -1)
+        keys, call = stream or (_NO_KEYS, -1)
         return _quantize_grad_op(x, keys, call, bits, stochastic, -1 if node_dim is None else node_dim)
-    return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim)
+    return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim, stream)
 
 
 _NO_KEYS = torch.zeros(0, dtype=torch.int64)
