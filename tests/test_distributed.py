@@ -44,12 +44,14 @@ import json, os, sys
 import torch.distributed as dist
 from decent8.comm import distributed as D
 
-wire = {"bytes": 0, "sends": 0, "headers": 0}
+wire = {"bytes": 0, "sends": 0, "headers": 0, "sizes": 0}
 _isend = dist.isend
 
 def counting_isend(tensor, *args, **kwargs):
     if tensor.dtype == D.torch.int64 and tensor.numel() == 4 and int(tensor[0]) == D.HEADER_MAGIC:
         wire["headers"] += 1   # the payload-layout header before a phase's first message (protocol, not counted)
+    elif tensor.dtype == D.torch.int64 and tensor.numel() >= 1 and int(tensor[0]) == D.SIZES_MAGIC:
+        wire["sizes"] += 1     # the byte counts and dtypes before each batch of messages (protocol, not counted)
     else:
         wire["bytes"] += tensor.numel() * tensor.element_size()
         wire["sends"] += 1
@@ -67,7 +69,7 @@ D.DistributedCommunicator.__init__ = init
 from decent8.cli.main import main
 rc = main(sys.argv[2:])
 with open(os.path.join(sys.argv[1], "bytes-rank%s.json" % os.environ["RANK"]), "w") as f:
-    json.dump({"wire": wire["bytes"], "sends": wire["sends"], "headers": wire["headers"],
+    json.dump({"wire": wire["bytes"], "sends": wire["sends"], "headers": wire["headers"], "sizes": wire["sizes"],
                "reported": comms[0].bytes_sent.tolist()}, f)
 sys.exit(rc)
 '''
@@ -139,6 +141,7 @@ def test_reported_bytes_are_the_bytes_handed_to_torch_distributed(reference):
         # directed ring: one out-neighbour, the two top-k tensors (values, indices) per step
         assert got["sends"] == 2 * steps
         assert got["headers"] == 1              # one phase, one out-neighbour: one layout header
+        assert got["sizes"] == steps + 1        # a size header before each step's messages and the layout header
         assert got["wire"] == steps * sim_summary["message_bytes"]
         assert got["wire"] == sim_summary["bytes_sent_per_node"]
 

@@ -135,7 +135,7 @@ class TrainResult(tuple):
 def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data: DataLike | None = None, *,
           loss: str | Callable | Task | None = None, parts: Sequence[Sequence[int]] | None = None,
           config: str | None = None, resume: str | Path | None = None, quiet: bool = True,
-          **options: Any) -> TrainResult:
+          trust_config: bool = False, **options: Any) -> TrainResult:
     """Train ``model`` on ``data`` over ``nodes`` decentralized nodes; returns ``(summary, run_folder)``
     (a :class:`TrainResult`, which also holds the trained parameters).
 
@@ -149,6 +149,8 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
     a callable ``loss(outputs, targets) -> scalar``, or a :class:`~decent8.task.Task`.
     ``parts``: one list of training-row indices per node (default: the config's
     partition). ``config``: a YAML file; ``options``: config options (see module doc).
+    ``resume``: a run folder to continue; code its config names by import path runs only
+    if ``model`` / ``loss`` name it again (or are given as objects) or ``trust_config``.
     """
     from .train.loop import train as run_training
 
@@ -160,6 +162,8 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
         from .train.run_dir import RunDir
         import yaml
         cfg = from_dict(yaml.safe_load(RunDir.existing(resume).file("config.yaml").read_text()))
+        from .train.resume_trust import code_options
+        saved = code_options(cfg)
     else:
         opts = dict(options)
         if isinstance(model, str):
@@ -184,7 +188,13 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
         given["module"] = _module(model, given["dataset"], cfg)
         cfg.model.name = getattr(model, "__name__", type(model).__name__) if not isinstance(model, nn.Module) else type(model).__name__
     outputs: dict[str, Any] = {}
-    summary, path = run_training(cfg, resume=resume, quiet=quiet, outputs=outputs, **given)
+    trust: dict[str, Any] = {}
+    if resume is not None:  # code the caller names (or replaces by an object) again may run
+        named = {"model.name": model, "loss": loss}
+        trust = {"trust_config": trust_config,
+                 "named_code": {k: (v if isinstance(v, str) else saved[k]) for k, v in named.items()
+                                if v is not None and k in saved}}
+    summary, path = run_training(cfg, resume=resume, quiet=quiet, outputs=outputs, **trust, **given)
     return TrainResult(summary, path, outputs)
 
 

@@ -48,9 +48,22 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
         with atomic_path(path) as tmp:
             torch.save(obj, tmp)
     except RuntimeError as e:
-        free = shutil.disk_usage(Path(path).parent).free
-        raise OSError(errno.EIO, f"could not write the file ({free / 2**30:.1f} GiB free on its disk; "
+        raise OSError(errno.EIO, f"could not write the file ({_room(Path(path).parent)}; "
                                  f"torch.save: {first_line(e, 120)})", str(path)) from None
+
+
+def _room(folder: Path) -> str:
+    """Why a write may have failed: the file-size limit (``ulimit -f``) when one is set,
+    else the space left on the disk."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if soft != resource.RLIM_INFINITY:
+            return f"files are limited to {soft / 2**20:.1f} MiB (ulimit -f)"
+    except (ImportError, OSError, ValueError):  # no resource module (Windows)
+        pass
+    return f"{shutil.disk_usage(folder).free / 2**30:.1f} GiB free on its disk"
 
 
 def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 110) -> None:

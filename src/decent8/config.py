@@ -462,10 +462,18 @@ def apply_options(cfg: TrainConfig, options: dict[str, Any]) -> TrainConfig:
 
 def check_types(cfg: TrainConfig) -> None:
     """OmegaConf accepts a few values its types do not describe (a list in a list of
-    numbers); reject them with the option's name."""
+    numbers: ``optimizer.betas=[[1]]``, which only fails when the config is written);
+    reject them with the option's name, before anything is written."""
     for i, m in enumerate(cfg.optimizer.milestones):
         if isinstance(m, bool) or not isinstance(m, (int, float)):
             raise ConfigError("optimizer.milestones", f"must be a list of epochs (numbers), got {m!r} at position {i}")
+    for option, value in flatten(to_dict(cfg)).items():
+        if isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
+            raise ConfigError(option, f"must be a flat list of values (e.g. [0.9, 0.999]), got {value!r:.60}")
+    try:
+        to_yaml(cfg)
+    except (OmegaConfBaseException, TypeError, ValueError) as e:  # anything config.yaml could not hold
+        raise ConfigError("config", f"cannot be written as YAML: {first_line(e)}") from None
 
 
 def to_yaml(cfg: TrainConfig) -> str:

@@ -5,6 +5,8 @@ Every mistake a user can make in a config or on the command line raises
 """
 from __future__ import annotations
 
+import re
+
 
 class ConfigError(ValueError):
     """Bad user input: ``option`` names the setting, ``message`` says what is allowed."""
@@ -15,10 +17,16 @@ class ConfigError(ValueError):
         super().__init__(f"{option}: {message}")
 
 
+#: terminal escape sequences (colours, cursor moves) and other control characters that a
+#: library puts into its messages (torch's weights_only hint is bold): never in our one line
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def first_line(e: BaseException, limit: int = 200) -> str:
     """An exception's message cut to its first line (``limit`` characters; its type's
-    name when it has none), for one-line errors that quote a library's message."""
-    text = str(e).strip()
+    name when it has none), without terminal escapes, for one-line errors that quote a
+    library's message."""
+    text = _ESCAPES.sub("", str(e)).strip()
     return text.splitlines()[0][:limit] if text else type(e).__name__
 
 
@@ -36,9 +44,11 @@ class Terminated(KeyboardInterrupt):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: carries the run folder so the CLI can say how to resume."""
+    """Ctrl-C (or SIGTERM: ``sigterm``) during a run: carries the run folder so the CLI
+    can say how to resume."""
 
-    def __init__(self, run_dir: object, resumable: bool) -> None:
+    def __init__(self, run_dir: object, resumable: bool, sigterm: bool = False) -> None:
         super().__init__(str(run_dir))
         self.run_dir = run_dir
         self.resumable = resumable
+        self.sigterm = sigterm

@@ -48,6 +48,16 @@ class ParamLayout:
 
     @classmethod
     def from_module(cls, module: torch.nn.Module) -> "ParamLayout":
+        """The layout of ``module``'s parameters; a lazy one (``nn.LazyLinear`` before its
+        first call) has no shape yet, so the flat buffer cannot be sized: one line."""
+        from torch.nn.parameter import is_lazy
+
+        lazy = [name for name, p in module.named_parameters() if is_lazy(p)]
+        if lazy:
+            from .errors import ConfigError
+            raise ConfigError("model", f"the model has lazy parameters without a shape yet ({', '.join(lazy[:3])}; "
+                                       f"e.g. nn.LazyLinear): give their sizes (nn.Linear(in_features, out)) or call "
+                                       f"the model once on a sample batch in the factory")
         return cls((name, tuple(p.shape)) for name, p in module.named_parameters())
 
     @classmethod

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO, Iterator, Sequence
 
 from ..errors import ConfigError
 
@@ -113,15 +113,34 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         pass
 
 
+def _segments(stream: IO[bytes]) -> Iterator[bytes]:
+    """The stream cut after each ``\n`` or ``\r`` as soon as it arrives (a progress bar
+    redraws its line with ``\r`` and must not wait for a newline)."""
+    buf = b""
+    while True:
+        chunk = os.read(stream.fileno(), 65536)
+        if not chunk:
+            break
+        buf += chunk
+        while True:
+            cut = min((i for i in (buf.find(b"\n"), buf.find(b"\r")) if i >= 0), default=-1)
+            if cut < 0:
+                break
+            yield buf[: cut + 1]
+            buf = buf[cut + 1:]
+    if buf:
+        yield buf
+
+
 def _pump(stream: IO[bytes], prefix: bytes, sink: IO[bytes], seen: set[bytes], lock: threading.Lock) -> None:
     """Copy lines with a prefix; an error line another node already printed is dropped
-    (a bad option or a dead peer makes every node say the same)."""
-    for line in iter(stream.readline, b""):
+    (a bad option or a dead peer makes every node say the same), node 0's included."""
+    for line in _segments(stream):
         with lock:
             if line.startswith(b"decent8: error:"):
-                if line in seen:
+                if line.strip() in seen:
                     continue
-                seen.add(line)
+                seen.add(line.strip())
             sink.write(prefix + line)
             sink.flush()
     stream.close()
@@ -174,8 +193,12 @@ class LocalNodes:
                 f = open(Path(log_dir) / f"node{r}.log", "wb")
                 self._logs.append(f)
                 p = subprocess.Popen(list(command), env=renv, stdout=f, stderr=subprocess.STDOUT, **extra)
-            elif r == 0:  # node 0 keeps the terminal: progress bar, summary table
-                p = subprocess.Popen(list(command), env=renv, **extra)
+            elif r == 0:  # node 0 keeps the terminal (summary table); its stderr (progress bar) is copied as it comes
+                p = subprocess.Popen(list(command), env=renv, stderr=subprocess.PIPE, **extra)
+                t = threading.Thread(target=_pump, args=(p.stderr, b"", sys.stderr.buffer, self._seen, self._lock),
+                                     daemon=True)
+                t.start()
+                self._threads.append(t)
             else:
                 p = subprocess.Popen(list(command), env=renv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **extra)
                 for stream, sink in ((p.stdout, sys.stdout.buffer), (p.stderr, sys.stderr.buffer)):
@@ -194,7 +217,7 @@ class LocalNodes:
 
     def stop(self, which: Sequence[int] | None = None) -> None:
         """SIGTERM the given (default: all) running nodes, SIGKILL them after a few seconds."""
-        procs = [self.procs[i] for i in (range(self.nodes) if which is None else which)]
+        procs = list(self.procs) if which is None else [self.procs[i] for i in which]  # fewer if starting failed
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -263,13 +286,11 @@ def plan_launch(train_args: list[str], nodes: int | None) -> tuple[int, list[str
     if nodes is not None and nodes < 2:
         raise ConfigError("--nodes", f"need at least 2 nodes, got {nodes}")
     if ns.resume:
-        from ..train.run_dir import RunDir
-
-        if ns.args:
-            raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")
         from ..train.loop import resume_config
+        from ..train.run_dir import RunDir
+        from .train_cmd import resume_arguments
 
-        cfg = resume_config(RunDir.existing(ns.resume, clean=False))
+        cfg = resume_config(RunDir.existing(ns.resume, clean=False), **resume_arguments(ns))
         if cfg.backend != "distributed":
             raise ConfigError("resume", f"{ns.resume} was trained with backend={cfg.backend}; "
                                         f"resume it with `decent8 train --resume {ns.resume}`")

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
 
-from .. import __version__
+from .. import __version__, signals
 from ..errors import ConfigError, Terminated, TrainingError
 from . import cost_cmd, inspect_cmds, launch_cmd, report_cmd, sweep_cmd, train_cmd
 from .common import OneLineParser, fail
@@ -37,18 +36,12 @@ EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
-def _on_sigterm(signum, frame):  # pragma: no cover - exercised in a subprocess test
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> int:
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    previous = signals.install()  # SIGINT / SIGTERM raise and are recorded (never lost, see decent8.signals)
     try:
         return _main(argv)
     finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        signals.restore(previous)
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -76,23 +69,27 @@ def _main(argv: list[str] | None = None) -> int:
     except TrainingError as e:
         fail(str(e))
         return 1
-    except Terminated:
-        fail("terminated (SIGTERM)")
-        return EXIT_SIGTERM
-    except KeyboardInterrupt as e:
-        run_dir = getattr(e, "run_dir", None)
-        if run_dir is None:
-            fail("interrupted")
-        elif getattr(e, "resumable", False):
-            fail(f"interrupted; the run folder is {run_dir}; continue it with `decent8 train --resume {run_dir}`")
-        else:
-            fail(f"interrupted; the run folder is {run_dir} (checkpoint=false: it cannot be resumed)")
-        return EXIT_SIGINT
+    except KeyboardInterrupt as e:  # Ctrl-C, and SIGTERM (Terminated): with the resume line of a run
+        return _stopped(e)
     except MemoryError:
         return fail("out of memory; use fewer nodes, a smaller model.width or a smaller data set")
     except OSError as e:  # a full or read-only disk, a vanished folder: the system's one line
         where = f": {e.filename}" if getattr(e, "filename", None) else ""
         return fail(f"{e.strerror or e}{where}")
+
+
+def _stopped(e: KeyboardInterrupt) -> int:
+    """The one line (and exit status 130 / 143) of a command stopped by SIGINT / SIGTERM."""
+    term = isinstance(e, Terminated) or getattr(e, "sigterm", False)
+    what = "terminated (SIGTERM)" if term else "interrupted"
+    run_dir = getattr(e, "run_dir", None)
+    if run_dir is None:
+        fail(what)
+    elif getattr(e, "resumable", False):
+        fail(f"{what}; the run folder is {run_dir}; continue it with `decent8 train --resume {run_dir}`")
+    else:
+        fail(f"{what}; the run folder is {run_dir} (checkpoint=false: it cannot be resumed)")
+    return EXIT_SIGTERM if term else EXIT_SIGINT
 
 
 if __name__ == "__main__":

@@ -31,6 +31,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
+    import warnings
+
+    with warnings.catch_warnings():  # a regression run has no accuracy curve: an empty legend is no news
+        warnings.filterwarnings("ignore", message="No artists with labels")
+        return _run(ns)
+
+
+def _run(ns: argparse.Namespace) -> int:
     runs = [f for f in ns.folders if is_run_folder(f)]
     if ns.compare or runs:
         if len(runs) != len(ns.folders):

@@ -37,8 +37,9 @@ from ..experiments.report import AGGREGATED, build_report
 from ..experiments.presets import Cell, Plan, cell_config, list_presets, make_plan
 from ..train.build import build
 from ..train.loop import train
-from ..train.run_dir import (CHECKPOINT, CONFIG, SUMMARY, atomic_write_text, check_run_name, foreign_entries,
-                             remove_own_folder)
+from ..train.resume_trust import code_options
+from ..train.run_dir import (CHECKPOINT, CONFIG, STALE_AFTER_S, SUMMARY, atomic_write_text, check_run_name,
+                             foreign_entries, remove_own_folder, remove_stale_temporaries)
 from .common import format_table, human_bytes
 from .train_cmd import split_args
 
@@ -170,6 +171,46 @@ def _read_plan(sweep_dir: Path) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
+def is_sweep_plan(doc: object) -> bool:
+    """True for a ``sweep.json`` that ``decent8 sweep`` wrote (its command and its cells)."""
+    if not isinstance(doc, dict) or "command" not in doc or not isinstance(doc.get("cells"), list):
+        return False
+    return all(isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("labels"), dict)
+               for c in doc["cells"])
+
+
+def check_sweep_folder(sweep_dir: Path) -> None:
+    """A sweep writes only into a folder it creates, an empty one, or one holding its own
+    ``sweep.json``: a user's folder of the same name keeps its results.csv, report.md …"""
+    if not sweep_dir.is_dir() or not any(sweep_dir.iterdir()):
+        return
+    if not is_sweep_plan(_read_plan(sweep_dir)):
+        raise ConfigError("--name", f"{str(sweep_dir)!r} holds files a decent8 sweep did not write (no sweep.json of "
+                                    f"its own); a sweep writes only into its own folders: pick another --name or "
+                                    f"out_dir")
+
+
+#: a summary.json holds some of these (a regression run has no accuracy; an older one fewer keys)
+_SUMMARY_KEYS = ("mean_node_accuracy", "mean_node_loss", "averaged_model_accuracy", "bytes_sent_per_node",
+                 "decent8_version")
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    """A cell's summary.json as decent8 writes it, or None when there is none; one line for
+    a file that is not a decent8 summary (a sweep does not take it as a result)."""
+    f = run_dir / SUMMARY
+    if not f.exists():
+        return None
+    try:
+        s = json.loads(f.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        s = None
+    if not (isinstance(s, dict) and any(k in s for k in _SUMMARY_KEYS)):
+        raise ConfigError("--name", f"{str(f)!r} is not the summary of a decent8 run; a sweep does not overwrite "
+                                    f"it: pick another --name or out_dir, or move that folder away")
+    return s
+
+
 def check_clearable(run_dir: Path) -> None:
     """A cell folder without checkpoint or summary is cleared before the cell (re)starts;
     that is only allowed when decent8 wrote it: it holds decent8's config.yaml and only
@@ -204,7 +245,8 @@ def _run_inline(cells: list, quiet: bool) -> dict[str, dict | str]:
         try:
             if (run_dir / CHECKPOINT).exists():
                 print(f"{tag}: resuming", flush=True)
-                summary, _ = train(None, resume=run_dir, quiet=quiet)  # type: ignore[arg-type]
+                # the cell's code (model=pkg.module:factory) is named by this sweep's command
+                summary, _ = train(None, resume=run_dir, quiet=quiet, named_code=code_options(cfg))  # type: ignore[arg-type]
             else:
                 _clear(run_dir)
                 print(tag, flush=True)
@@ -230,7 +272,8 @@ def _run_parallel(cells: list, sweep_dir: Path, jobs: int) -> dict[str, dict | s
         cell, cfg, run_dir = item
         log = sweep_dir / "logs" / f"{cell.name}.log"
         if (run_dir / CHECKPOINT).exists():
-            args, what = ["train", "--resume", str(run_dir), "--quiet"], "resumed"
+            restated = [f"{k}={v}" for k, v in code_options(cfg).items()]  # named by this sweep's command
+            args, what = ["train", "--resume", str(run_dir), *restated, "--quiet"], "resumed"
         else:
             _clear(run_dir)
             cfg_file = sweep_dir / ".cells" / f"{cell.name}.yaml"
@@ -247,7 +290,9 @@ def _run_parallel(cells: list, sweep_dir: Path, jobs: int) -> dict[str, dict | s
             done[0] += 1
             if rc == 0 and summary_file.exists():
                 s = json.loads(summary_file.read_text())
-                print(f"[{done[0]}/{len(cells)}] {cell.label}: {100 * s['mean_node_accuracy']:.2f} %", flush=True)
+                acc = s.get("mean_node_accuracy")
+                what = f"{100 * acc:.2f} %" if isinstance(acc, (int, float)) else f"test loss {s.get('mean_node_loss')}"
+                print(f"[{done[0]}/{len(cells)}] {cell.label}: {what}", flush=True)
                 return cell.name, s
             tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["no output"]
             print(f"[{done[0]}/{len(cells)}] {cell.label}: FAILED (exit {rc}): {tail[0]}", flush=True)
@@ -267,8 +312,10 @@ def planned_results(sweep_dir: Path, results: dict[str, dict | str]) -> tuple[li
         summary = results.get(cell.name)
         if not isinstance(summary, dict):
             try:
-                summary = json.loads((sweep_dir / cell.name / SUMMARY).read_text())
-            except (OSError, ValueError):
+                summary = read_summary(sweep_dir / cell.name)
+            except ConfigError:  # not decent8's: not a result
+                summary = None
+            if summary is None:
                 continue
         out.append((cell, summary))
     return list(doc.get("axes") or []), out
@@ -284,15 +331,24 @@ def results_table(axes: list[str], finished: list) -> tuple[str, list[str], list
     headers = keys + ["n", "mean node acc %", "avg model acc %", "consensus dist", "bytes/node", "wall s"]
     rows = []
     for key, ss in groups.items():
-        cd = [s["consensus_distance"] for s in ss]
+        cd = _numbers(ss, "consensus_distance")
         rows.append(list(key) + [
             str(len(ss)),
-            format_mean_std([100 * s["mean_node_accuracy"] for s in ss], show_n=False),
-            format_mean_std([100 * s["averaged_model_accuracy"] for s in ss], show_n=False),
-            f"{sum(cd) / len(cd):.2e}",
-            human_bytes(sum(s["bytes_sent_per_node"] for s in ss) / len(ss)),
-            f"{sum(s['wall_time_s'] for s in ss) / len(ss):.1f}"])
+            _percent(_numbers(ss, "mean_node_accuracy")),
+            _percent(_numbers(ss, "averaged_model_accuracy")),
+            f"{sum(cd) / len(cd):.2e}" if cd else "n/a",
+            human_bytes(sum(_numbers(ss, "bytes_sent_per_node")) / len(ss)),
+            f"{sum(_numbers(ss, 'wall_time_s')) / len(ss):.1f}"])
     return format_table(headers, rows), headers, rows
+
+
+def _numbers(summaries: list[dict], key: str) -> list[float]:
+    """The values of ``key`` that are numbers (a regression run has no accuracy: None)."""
+    return [s[key] for s in summaries if isinstance(s.get(key), (int, float)) and not isinstance(s.get(key), bool)]
+
+
+def _percent(values: list[float]) -> str:
+    return format_mean_std([100 * v for v in values], show_n=False) if values else "n/a"
 
 
 def markdown(headers: list[str], rows: list[list[str]]) -> str:
@@ -319,6 +375,7 @@ def run(ns: argparse.Namespace) -> int:
     sweep_dir = Path(base.out_dir) / (ns.name or default_sweep_name(plan))
     if sweep_dir.exists() and not sweep_dir.is_dir():
         raise ConfigError("--name", f"{str(sweep_dir)!r} exists and is not a folder")
+    check_sweep_folder(sweep_dir)
     cfgs = []
     for cell in plan.cells:                 # validate every cell before anything runs
         cfg = cell_config(plan, cell)
@@ -326,6 +383,9 @@ def run(ns: argparse.Namespace) -> int:
         build(cfg)
         check_existing(sweep_dir / cell.name, cfg)
         check_clearable(sweep_dir / cell.name)
+        read_summary(sweep_dir / cell.name)
+        if not ns.dry_run:  # a killed cell's temporaries (a live one's, of another session, are younger)
+            remove_stale_temporaries(sweep_dir / cell.name, STALE_AFTER_S)
         cfgs.append((cell, cfg, sweep_dir / cell.name))
     title = plan.preset.title if plan.preset else "sweep"
     print(f"{title}: {len(cfgs)} cell{'s' if len(cfgs) != 1 else ''} over {', '.join(plan.axes) or 'no axes'}"
@@ -347,9 +407,10 @@ def run(ns: argparse.Namespace) -> int:
     results: dict[str, dict | str] = {}
     todo = []
     for cell, cfg, run_dir in cfgs:
-        if (run_dir / SUMMARY).exists():
+        done = read_summary(run_dir)
+        if done is not None:
             print(f"  {cell.label}: done already, skipped")
-            results[cell.name] = json.loads((run_dir / SUMMARY).read_text())
+            results[cell.name] = done
         else:
             todo.append((cell, cfg, run_dir))
     if todo:
@@ -364,8 +425,9 @@ def run(ns: argparse.Namespace) -> int:
                   "spectral_gap", "wall_time_s", "run"])
     keys = axes
     for cell, s in finished:
-        w.writerow([cell.labels.get(k, "") for k in keys] + [s["mean_node_accuracy"], s["averaged_model_accuracy"],
-                   s["consensus_distance"], s["bytes_sent_per_node"], s["spectral_gap"], s["wall_time_s"], cell.name])
+        w.writerow([cell.labels.get(k, "") for k in keys] + [s.get(k) for k in (
+                   "mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "bytes_sent_per_node",
+                   "spectral_gap", "wall_time_s")] + [cell.name])
     atomic_write_text(sweep_dir / "results.csv", buf.getvalue())
     atomic_write_text(sweep_dir / "results.json", json.dumps(
         [{"cell": cell.overrides, "labels": cell.labels, "run": cell.name, **s} for cell, s in finished], indent=2) + "\n")

@@ -9,6 +9,7 @@ from typing import Any
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..config import load_config, to_yaml
 from ..errors import ConfigError, Interrupted, Terminated
+from ..train.resume_trust import restated_code
 from ..train.run_dir import CONFIG
 from ..train.loop import check, train
 from .common import format_table, human_bytes
@@ -20,7 +21,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "`decent8 train algorithm=choco compression=topk compression.ratio=0.99 "
                                    "topology=directed_ring nodes=8 skew=0.8`.")
     p.add_argument("args", nargs="*", help="an optional config.yaml, then key=value overrides")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a run from its last checkpoint (code its config names, model=pkg.module:factory "
+                        "or loss=…, is imported only if named again: --resume RUN_DIR model=pkg.module:factory)")
+    p.add_argument("--trust-config", action="store_true",
+                   help="with --resume: import the code the run folder's config.yaml names without naming it again "
+                        "(never code inside the run folder)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no table; only the run folder's path is printed")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config (defaults, the data set's defaults, YAML, overrides) as YAML and exit; "
@@ -38,34 +44,78 @@ def split_args(args: list[str]) -> tuple[str | None, list[str]]:
     return path, list(args)
 
 
+def _pct(v: float) -> str:
+    return f"{100 * v:.2f} %"
+
+
+def _value(summary: dict[str, Any], key: str) -> Any:
+    """A number of the summary, or None when it is missing or not a number (a regression
+    run has no accuracy; an old or edited summary.json may lack anything)."""
+    v = summary.get(key)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _row(summary: dict[str, Any], label: str, keys: tuple[str, ...], fmt: Any) -> tuple[str, str]:
+    values = [_value(summary, k) for k in keys]
+    return label, ("n/a" if any(v is None for v in values) else fmt(*values))
+
+
+#: (label, summary keys, formatter) of a classification run's quality rows
+_ACCURACY_ROWS = (
+    ("mean node accuracy", ("mean_node_accuracy",), _pct),
+    ("averaged-model accuracy", ("averaged_model_accuracy",), _pct),
+    ("node accuracy min / max", ("min_node_accuracy", "max_node_accuracy"),
+     lambda lo, hi: f"{100 * lo:.2f} / {100 * hi:.2f} %"),
+)
+#: a regression run (a float-target loss such as loss=mse) has no accuracy: its test losses
+_LOSS_ROWS = (
+    ("mean node test loss", ("mean_node_loss",), lambda v: f"{v:.4g}"),
+    ("averaged-model test loss", ("averaged_model_loss",), lambda v: f"{v:.4g}"),
+    ("final train loss", ("final_train_loss",), lambda v: f"{v:.4g}"),
+)
+_COMMON_ROWS = (
+    ("consensus distance", ("consensus_distance",), lambda v: f"{v:.3e}"),
+    ("bytes sent per node", ("bytes_sent_per_node",), lambda v: f"{human_bytes(v)} ({v:.0f} B)"),
+    ("message size", ("message_bytes", "parameters"), lambda b, p: f"{b} B ({p} parameters)"),
+    ("spectral gap", ("spectral_gap",), lambda v: f"{v:.6f}"),
+    ("wall time", ("wall_time_s",), lambda v: f"{v:.1f} s"),
+)
+
+
 def summary_table(summary: dict[str, Any]) -> str:
-    rows = [
-        ("mean node accuracy", f"{100 * summary['mean_node_accuracy']:.2f} %"),
-        ("averaged-model accuracy", f"{100 * summary['averaged_model_accuracy']:.2f} %"),
-        ("node accuracy min / max", f"{100 * summary['min_node_accuracy']:.2f} / {100 * summary['max_node_accuracy']:.2f} %"),
-        ("consensus distance", f"{summary['consensus_distance']:.3e}"),
-        ("bytes sent per node", f"{human_bytes(summary['bytes_sent_per_node'])} ({summary['bytes_sent_per_node']:.0f} B)"),
-        ("message size", f"{summary['message_bytes']} B ({summary['parameters']} parameters)"),
-        ("spectral gap", f"{summary['spectral_gap']:.6f}"),
-        ("wall time", f"{summary['wall_time_s']:.1f} s"),
-    ]
+    """The end-of-run table: accuracies for a classifier, test losses for a regression run
+    (no accuracy in its summary); a missing metric shows as n/a, never an error."""
+    quality = _ACCURACY_ROWS if _value(summary, "mean_node_accuracy") is not None else _LOSS_ROWS
+    rows = [_row(summary, *spec) for spec in (*quality, *_COMMON_ROWS)]
     return format_table(("metric", "value"), rows)
 
 
-def _interrupted(run_dir: Path | None, resumable: bool) -> KeyboardInterrupt:
-    """Ctrl-C: an :class:`Interrupted` naming the run folder when one was written."""
+def _interrupted(e: KeyboardInterrupt, run_dir: Path | None, resumable: bool) -> KeyboardInterrupt:
+    """Ctrl-C / SIGTERM: an :class:`Interrupted` naming the run folder when one was written."""
     if run_dir is None or not (run_dir / CONFIG).is_file():
-        return KeyboardInterrupt()
-    return Interrupted(run_dir, resumable)
+        return e
+    return Interrupted(run_dir, resumable, sigterm=isinstance(e, Terminated))
+
+
+def resume_arguments(ns: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of a resume: the code named again, ``--trust-config``."""
+    if ns.trust_config and not ns.resume:
+        raise ConfigError("--trust-config", "only applies with --resume RUN_DIR")
+    if not ns.resume:
+        return {}
+    if ns.print_config:
+        raise ConfigError("resume", "takes no --print-config: the run folder's config.yaml is the config")
+    path_arg, overrides = split_args(ns.args)
+    if path_arg is not None:
+        raise ConfigError("resume", f"takes no config file ({path_arg!r}): the run folder's config.yaml is used as saved")
+    return {"named_code": restated_code(overrides, ns.resume), "trust_config": ns.trust_config}
 
 
 def run(ns: argparse.Namespace) -> int:
-    if ns.resume and ns.args:
-        from ..errors import ConfigError
-        raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")
+    trust = resume_arguments(ns)
     if getattr(ns, "check", False):
         if ns.resume:
-            c, path = check(None, resume=ns.resume)
+            c, path = check(None, resume=ns.resume, **trust)
         else:
             path_arg, overrides = split_args(ns.args)
             c, path = check(load_config(path_arg, overrides))
@@ -77,14 +127,10 @@ def run(ns: argparse.Namespace) -> int:
                   f"{'resume ' if ns.resume else 'run folder '}{path}")
         return 0
     if ns.resume:
-        if ns.args or ns.print_config:
-            raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")
         try:
-            summary, path = train(None, resume=ns.resume, quiet=ns.quiet)  # type: ignore[arg-type]
-        except Terminated:
-            raise
-        except KeyboardInterrupt:
-            raise _interrupted(Path(ns.resume), True) from None
+            summary, path = train(None, resume=ns.resume, quiet=ns.quiet, **trust)  # type: ignore[arg-type]
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM
+            raise _interrupted(e, Path(ns.resume), True) from None
     else:
         path_arg, overrides = split_args(ns.args)
         cfg = load_config(path_arg, overrides)
@@ -93,10 +139,8 @@ def run(ns: argparse.Namespace) -> int:
             return 0
         try:
             summary, path = train(cfg, quiet=ns.quiet)
-        except Terminated:
-            raise
-        except KeyboardInterrupt:   # train() fills in cfg.name once the folder exists
-            raise _interrupted(Path(cfg.out_dir) / cfg.name if cfg.name else None, cfg.checkpoint) from None
+        except KeyboardInterrupt as e:   # train() fills in cfg.name once the folder exists
+            raise _interrupted(e, Path(cfg.out_dir) / cfg.name if cfg.name else None, cfg.checkpoint) from None
     one_of_many = summary.get("backend") == "distributed" and os.environ.get("RANK", "0") != "0"
     if ns.quiet and not one_of_many:      # scripts still need the path
         print(path, flush=True)

@@ -81,6 +81,32 @@ ENV_HELP = (
 )
 
 
+#: dtype codes of the per-message size header (anything else is -1)
+_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
+           torch.int32, torch.int64, torch.bool)
+#: first word of a size header
+SIZES_MAGIC = 0x64387A73  # "d8zs"
+
+
+def _size_header(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """int64 ``[1 + 2m]`` (CPU): magic, then (bytes, dtype code) of each of the m messages."""
+    words = [SIZES_MAGIC]
+    for t in tensors:
+        words += [t.numel() * t.element_size(), _DTYPES.index(t.dtype) if t.dtype in _DTYPES else -1]
+    return torch.tensor(words, dtype=torch.int64)
+
+
+def _describe_sizes(h: torch.Tensor) -> str:
+    words = h.tolist()
+    if not words or words[0] != SIZES_MAGIC:
+        return "no decent8 message header"
+    parts = []
+    for nbytes, code in zip(words[1::2], words[2::2]):
+        name = str(_DTYPES[code]).replace("torch.", "") if 0 <= code < len(_DTYPES) else f"dtype #{code}"
+        parts.append(f"{nbytes} B of {name}")
+    return ", ".join(parts) or "no messages"
+
+
 class PeerError(TrainingError):
     """Another node died, hung or closed its connection; the message names it
     (the CLI prints it as one line and exits with status 1)."""
@@ -371,6 +397,33 @@ class DistributedCommunicator(Communicator):
 
     def _transfer(self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]], what: str,
                   count: bool = True) -> None:
+        """Send and receive (see :meth:`_post`), each batch of messages preceded by a
+        header of their byte counts and dtypes that is checked before any of them is
+        received (:meth:`_check_sizes`)."""
+        self._check_sizes(sends, recvs, what)
+        self._post(sends, recvs, what, count)
+
+    def _check_sizes(self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]],
+                     what: str) -> None:
+        """Every peer first learns the byte count and dtype of each message it will get
+        from this node, and checks them against its receive buffers: gloo aborts the
+        process (SIGABRT, no message) on a larger message and silently accepts a smaller
+        or empty one, so a peer that would send either is named in one line before any
+        payload is read. (A header is one small fixed-size message per peer, not counted
+        in ``bytes_sent``; a peer that lies in it as well is beyond this check.)"""
+        out = {dst: _size_header([t for t, d in sends if d == dst]) for dst in dict.fromkeys(d for _, d in sends)}
+        want = {src: _size_header([t for t, s in recvs if s == src]) for src in dict.fromkeys(s for _, s in recvs)}
+        inbox = {src: torch.zeros(h.shape, dtype=h.dtype, device=self.device) for src, h in want.items()}
+        self._post([(h.to(self.device), dst) for dst, h in out.items()], [(b, src) for src, b in inbox.items()],
+                   f"message sizes, {what}", count=False)
+        for src, expected in want.items():
+            got = inbox[src].cpu()
+            if not torch.equal(got, expected):
+                raise PeerError(f"node {src} sent a malformed message: {_describe_sizes(got)} where this node expects "
+                                f"{_describe_sizes(expected)} ({what}, seen by node {self.rank})")
+
+    def _post(self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]], what: str,
+              count: bool = True) -> None:
         """Post all sends and receives at once, count the sent bytes, wait (bounded).
 
         NCCL gets one coalesced ``batch_isend_irecv``; gloo (which runs a batch as

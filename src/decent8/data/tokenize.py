@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 
 SPLITS = ("x_train", "x_test")
 FIELDS = ("input_ids", "attention_mask")
@@ -28,10 +28,10 @@ def hf_tokenize(texts: list[str], model_dir: Path, seq_len: int) -> dict[str, np
         raise ConfigError("model", "a pretrained tokenizer needs the transformers package "
                                    "(pip install 'decent8[text]')") from None
     try:
-        tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    except (OSError, ValueError) as e:
+        tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+    except Exception as e:  # OSError, ValueError, a damaged tokenizer file …: one line, never a traceback
         raise ConfigError("model.pretrained", f"no usable tokenizer in {str(model_dir)!r}: "
-                                              f"{str(e).splitlines()[0]}") from None
+                                              f"{type(e).__name__}: {first_line(e, 240)}") from None
     enc = tok(list(texts), truncation=True, max_length=int(seq_len), padding="max_length", return_tensors="np",
               return_token_type_ids=False)
     return {f: np.asarray(enc[f], dtype=np.int64) for f in FIELDS}

@@ -23,6 +23,7 @@ PNGs are drawn with matplotlib's Agg canvas (no pyplot state) and written atomic
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from ..atomic import atomic_write_text
 from ..atomic import save_figure as _save_figure
 from ..config import EXECUTION_OPTIONS, flatten
 from ..errors import ConfigError
+from ..train.run_dir import STALE_AFTER_S, remove_stale_temporaries
 from ..train.plots import Group, plot_accuracy_vs_bytes, plot_groups
 from . import findings
 from .aggregate import format_mean_se, mean_std
@@ -91,29 +93,81 @@ def _config_value(cfg: dict[str, Any], key: str) -> Any:
 
 def _read_json(p: Path) -> Any:
     try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
+        return json.loads(p.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+#: summary.json / metrics.jsonl values the report computes with: finite numbers or absent
+_NUMERIC = ("mean_node_accuracy", "averaged_model_accuracy", "min_node_accuracy", "max_node_accuracy",
+            "bytes_sent_per_node", "wall_time_s", "sim_time_s", "mean_node_loss", "averaged_model_loss",
+            "consensus_distance", "train_loss", "epoch", "epochs")
+def _clean_numbers(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without the values the report computes with that are not finite numbers (an
+    edited, foreign or damaged file): such a value counts as missing, not as an error."""
+    return {k: v for k, v in d.items() if k not in _NUMERIC or _number(v)}
+
+
+def _read_summary(path: Path) -> dict[str, Any] | None:
+    s = _read_json(path / "summary.json")
+    return _clean_numbers(s) if isinstance(s, dict) else None
+
+
+def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The usable rows of metrics.jsonl: JSON objects with a numeric epoch (bytes that are
+    not UTF-8 text or JSON are skipped; values that are not numbers count as missing, and
+    the plots draw only the values a row has)."""
+    try:
+        text = (path / "metrics.jsonl").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return []
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(row, dict):
+            row = _clean_numbers(row)
+            if "epoch" in row:
+                rows.append(row)
+    return rows
+
+
+def _read_yaml(f: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(f.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 def _read_cell(path: Path, name: str, labels: dict[str, str]) -> CellResult:
     c = CellResult(name=name, labels=labels, path=path)
-    s = _read_json(path / "summary.json")
-    c.summary = s if isinstance(s, dict) else None
-    m = path / "metrics.jsonl"
-    if m.is_file():
-        for line in m.read_text().splitlines():
-            try:
-                c.metrics.append(json.loads(line))
-            except ValueError:
-                pass
-    cf = path / "config.yaml"
-    if cf.is_file():
-        try:
-            c.config = yaml.safe_load(cf.read_text()) or {}
-        except yaml.YAMLError:
-            c.config = {}
+    remove_stale_temporaries(path, STALE_AFTER_S)  # a killed run's; a live run's (a sweep running) are spared
+    c.summary = _read_summary(path)
+    c.metrics = _read_metrics(path)
+    c.config = _read_yaml(path / "config.yaml")
     return c
+
+
+def _plan_cells(plan: dict[str, Any]) -> list[tuple[str, dict[str, str]]] | None:
+    """The (name, labels) cells of a sweep.json, or None when it is not one decent8 wrote."""
+    cells = plan.get("cells")
+    if not isinstance(cells, list):
+        return None
+    out = []
+    for c in cells:
+        if not (isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("labels"), dict)):
+            return None
+        if not c["name"] or "/" in c["name"] or c["name"] in (".", ".."):
+            return None
+        out.append((c["name"], {str(k): canonical_label(v) for k, v in c["labels"].items()}))
+    return out
 
 
 #: options that do not define an experiment (where it runs and how the simulator executes it)
@@ -126,17 +180,27 @@ def load_sweep(folder: str | os.PathLike) -> Sweep:
     if not root.is_dir():
         raise ConfigError("report", f"{str(folder)!r} is not a folder")
     plan = _read_json(root / SWEEP_FILE)
-    if isinstance(plan, dict) and plan.get("cells"):
-        cells = [_read_cell(root / c["name"], c["name"], {k: canonical_label(v) for k, v in c["labels"].items()})
-                 for c in plan["cells"]]
-        return Sweep(root, plan.get("title") or root.name, cells, list(plan.get("axes") or []),
-                     plan.get("report") or {}, list(plan.get("paper") or []), plan.get("paper_data_gb") or {},
-                     plan.get("scale"), plan.get("source") or "")
+    planned = _plan_cells(plan) if isinstance(plan, dict) else None
+    if planned:
+        cells = [_read_cell(root / name, name, labels) for name, labels in planned]
+        return Sweep(root, str(plan.get("title") or root.name), cells, _list(plan.get("axes")),
+                     _dict(plan.get("report")), _list(plan.get("paper"), dict),
+                     _dict(plan.get("paper_data_gb")), plan.get("scale") if _number(plan.get("scale")) else None,
+                     str(plan.get("source") or ""))
     runs = sorted(p for p in root.iterdir() if (p / "config.yaml").is_file())
     if not runs:
         raise ConfigError("report", f"{str(folder)!r} is not a sweep folder (no {SWEEP_FILE} and no run folders "
                                     f"with config.yaml)")
     return _sweep_from_runs(root, runs, root.name)
+
+
+def _list(v: Any, kind: type = str) -> list[Any]:
+    """The items of type ``kind`` of a list read from sweep.json (nothing else)."""
+    return [x for x in v if isinstance(x, kind)] if isinstance(v, list) else []
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
 
 
 def _sweep_from_runs(root: Path, runs: Sequence[Path], title: str) -> Sweep:
@@ -261,7 +325,7 @@ def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, 
         groups = ("fp32", "int8") if has_precision else (None,)
         for prec in groups:
             b = [c.summary["bytes_sent_per_node"] / 1e9 for c in cells_in_row  # type: ignore[index]
-                 if prec is None or c.labels.get("precision") == prec]
+                 if (prec is None or c.labels.get("precision") == prec) and "bytes_sent_per_node" in c.summary]
             data.append(f"{_mean(b):.3g}" if b else "—")
         data_txt = " / ".join(data)
         comp = dict(zip(row_axes, row)).get("comp")
@@ -311,7 +375,8 @@ def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accura
         return False
     others = [a for a in row_axes if a != "skew"]
     rows = rows_of(sw, row_axes)
-    skews = sorted({r[row_axes.index("skew")] for r in rows}, key=_sort_key)
+    skews = sorted({r[row_axes.index("skew")] for r in rows if _sort_key(r[row_axes.index("skew")])[0] == 0},
+                   key=_sort_key)   # numbers only: a cell whose config.yaml is damaged has no skew
     if len(skews) < 2:
         return False
     panels = []
@@ -440,11 +505,14 @@ def _read_partition(path: Path) -> tuple[list[str], list[list[int]]] | None:
     f = path / "partition.csv"
     if not f.is_file():
         return None
-    lines = [ln for ln in f.read_text().splitlines() if ln.strip()]
-    if len(lines) < 2:
+    try:
+        lines = [ln for ln in f.read_bytes().decode("utf-8").splitlines() if ln.strip()]
+        names = lines[0].split(",")[1:]
+        counts = [[int(v) for v in ln.split(",")[1:]] for ln in lines[1:]]
+    except (OSError, ValueError, IndexError):  # a damaged or foreign partition.csv: no panel
         return None
-    names = lines[0].split(",")[1:]
-    counts = [[int(v) for v in ln.split(",")[1:]] for ln in lines[1:]]
+    if len(lines) < 2 or any(len(row) != len(names) for row in counts):
+        return None
     return names, counts
 
 

@@ -199,8 +199,14 @@ def probe(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.Tensor)
     buffers = model.buffers_state()
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state(params.device) if params.is_cuda else None
+    import warnings
+
     try:
-        model.loss_and_grad(params[:1], take(x, slice(1)), y[:1], strategy=LOOP)
+        with warnings.catch_warnings(record=True) as caught:  # kept back: a failing probe is one line
+            warnings.simplefilter("always")
+            model.loss_and_grad(params[:1], take(x, slice(1)), y[:1], strategy=LOOP)
+        for w in caught:  # the probe passed: its warnings (a broadcasting loss …) still reach the user
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     except ConfigError:
         raise
     except (RuntimeError, IndexError, ValueError, TypeError) as e:

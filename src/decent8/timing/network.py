@@ -100,8 +100,14 @@ class NetworkModel:
         opt = "network.links"
         if not os.path.isfile(path):
             raise ConfigError(opt, f"file {path!r} does not exist")
-        with open(path, encoding="utf-8") as f:
-            lines = [ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = [ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+        except UnicodeDecodeError:
+            raise ConfigError(opt, f"{path} is not UTF-8 text (a CSV file src,dst,latency_s,bandwidth_mbit_s is "
+                                   f"expected)") from None
+        except OSError as e:
+            raise ConfigError(opt, f"cannot read {path}: {e.strerror or e}") from None
         for lineno, row in enumerate(csv.reader(lines), start=1):
             if lineno == 1 and row and row[0].strip().lower() == "src":
                 continue

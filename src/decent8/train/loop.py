@@ -28,6 +28,7 @@ from ..config import TrainConfig, from_dict, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
+from ..signals import raise_pending
 from .environment import run_environment
 from .plots import plot_curves
 from ..timing.plots import plot_time
@@ -112,6 +113,20 @@ def load_resume_checkpoint(run: RunDir, comm: Communicator) -> dict[str, Any] | 
                                 f"in {run.path}, but the newest epoch all nodes have is {agreed}")
 
 
+def warn_small_shards(c: Components) -> None:
+    """A batch larger than a node's shard is allowed (its batches then repeat samples within
+    a step, as the sampler cycles through the shard), but said in one line: it is more
+    often a mistake (many nodes on a small data set) than a plan."""
+    sizes = [len(p) for p in c.parts]
+    small = min(range(len(sizes)), key=sizes.__getitem__) if sizes else None
+    if small is not None and c.cfg.data.batch_size > sizes[small] and c.comm.is_main:
+        import sys
+
+        sys.stderr.write(f"decent8: warning: data.batch_size={c.cfg.data.batch_size} is larger than the shard of node "
+                         f"{small} ({sizes[small]} samples): its batches repeat samples; use data.batch_size <= "
+                         f"{max(1, sizes[small])} or fewer nodes\n")
+
+
 def first_batch(c: Components, augment) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """The initial parameters ``[k, d]`` and the first training batch of the local nodes."""
     x0 = c.model.flat_parameters().unsqueeze(0).repeat(c.comm.k, 1)
@@ -130,24 +145,30 @@ def choose_execution(c: Components, augment) -> ExecutionChoice:
     return choice
 
 
-def resume_config(run: RunDir) -> TrainConfig:
-    """The config a run folder was started with (one line if config.yaml is damaged)."""
+def resume_config(run: RunDir, named_code: dict[str, str] | None = None, trust_config: bool = False) -> TrainConfig:
+    """The config a run folder was started with (one line if config.yaml is damaged), checked
+    not to run code the user did not name again (:mod:`.resume_trust`)."""
+    from .resume_trust import check_resume_code
+
     try:
-        return from_dict(run.read_config())
+        cfg = from_dict(run.read_config())
     except ConfigError as e:
         if e.option == "resume":
             raise
         raise ConfigError("resume", f"{run.file(CONFIG)} is damaged ({e}); it cannot be resumed") from None
+    check_resume_code(cfg, run.path, named_code, trust_config)
+    return cfg
 
 
-def check(cfg: TrainConfig | None, resume: str | Path | None = None) -> tuple[Components, Path]:
+def check(cfg: TrainConfig | None, resume: str | Path | None = None, named_code: dict[str, str] | None = None,
+          trust_config: bool = False) -> tuple[Components, Path]:
     """``decent8 train --check``: validate and build everything a run needs (config, data,
     partition, topology, model, compressor, algorithm; with ``resume`` also the run
     folder's config and checkpoint) and check that the run folder can be created, but
     train nothing and write nothing. Returns the components and the run folder."""
     if resume is not None:
         run = RunDir.existing(resume, clean=False)
-        cfg = resume_config(run)
+        cfg = resume_config(run, named_code, trust_config)
     assert cfg is not None
     from .build import check_scalars
 
@@ -162,9 +183,11 @@ def check(cfg: TrainConfig | None, resume: str | Path | None = None) -> tuple[Co
             state = run.load_checkpoint(checkpoint_name(c.comm))
             if state is not None:
                 load_engine_state(Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), state, run)
+        warn_small_shards(c)
         return c, run.path
     path = Path(cfg.out_dir) / (cfg.name or default_run_stem(cfg) + "-XXXXXX")
     check_creatable(path)
+    warn_small_shards(c)  # after every check: a refused config stays one line
     return c, path
 
 
@@ -221,15 +244,19 @@ def _finite(values: dict[str, Any]) -> bool:
 
 
 def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator | None = None,
-          quiet: bool = False, outputs: dict[str, Any] | None = None, **given: Any) -> tuple[dict[str, Any], Path]:
+          quiet: bool = False, outputs: dict[str, Any] | None = None, named_code: dict[str, str] | None = None,
+          trust_config: bool = False, **given: Any) -> tuple[dict[str, Any], Path]:
     """Run (or resume) one training run; returns the summary and the run folder.
+
+    On resume, code the folder's config names (``model=pkg.module:factory``) is imported
+    only if ``named_code`` names it again or ``trust_config`` (:mod:`.resume_trust`).
 
     ``given`` passes the Python API's objects to :func:`~.build.build` (``module``,
     ``dataset``, ``loss``, ``parts``); ``outputs``, if given, receives the final
     per-node ``parameters`` ``[n, d]``, ``buffers`` and the template ``module``."""
     if resume is not None:
         run = RunDir.existing(resume)
-        cfg = resume_config(run)
+        cfg = resume_config(run, named_code, trust_config)
     owns_comm = comm is None
     c = build(cfg, comm, **given)
     comm = c.comm
@@ -278,8 +305,9 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
         if not run.file(CONFIG).exists():  # a host that does not share rank 0's file system
             run.write_config(to_yaml(cfg))
+    if not quiet and resume is None:
+        warn_small_shards(c)
     engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
-    events = EventLog(run.path, cfg.tensorboard) if comm.is_main else None
     timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
 
     start_epoch, wall_before, rows = 0, 0.0, []
@@ -294,6 +322,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         rows = [r for r in run.read_metrics() if r["epoch"] <= start_epoch]
     elif resume is not None and comm.is_main:
         rows = []
+    # after the checkpoint is checked: a refused resume writes nothing (not even an event file)
+    events = EventLog(run.path, cfg.tensorboard) if comm.is_main else None
 
     def diverged(when: str, epoch: int, consensus: bool = False) -> TrainingError:
         """The message for a run that went non-finite: what to lower (γ only where the
@@ -342,6 +372,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             timer.after_step(step_index, time.perf_counter() - t_step, comm.comm_time_s - comm_before)
             loss_sum += loss.mean()  # on the device; read once per epoch
             bar.update(1)
+            raise_pending()  # a Ctrl-C / SIGTERM whose exception was swallowed (decent8.signals)
         if not timer.step_sync:  # what the device still had to do of this epoch's steps
             t_wait = time.perf_counter()
             device_sync(c.device)
@@ -368,10 +399,12 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                 if (epoch + 1) % max(1, cfg.epochs // 10) == 0 or last:
                     plot_curves(rows, run.file("curves.png"), title=run.path.name)
                     plot_time(rows, run.file("time.png"), title=run.path.name)
+                    raise_pending()  # plotting drops figures in weakref callbacks, which swallow exceptions
         if cfg.checkpoint:
             save_checkpoint(run, comm, {"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
                                         "engine": engine.state_dict(), "config": to_dict(cfg),
                                         "timing": timer.state_dict()})
+        raise_pending()
     bar.close()
 
     for _ in range(cfg.algorithm.consensus_rounds):
@@ -434,6 +467,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "decent8_version": __version__,
         "environment": run_environment(c.device),
     }
+    raise_pending()
     if comm.is_main:
         run.write_summary(summary)
         events.log({**final, "step": engine.step_count})  # type: ignore[union-attr]

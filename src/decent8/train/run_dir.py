@@ -98,6 +98,35 @@ def remove_own_folder(path: Path) -> None:
     path.rmdir()
 
 
+#: a temporary file untouched this long is a killed writer's (a live one is renamed within seconds)
+STALE_AFTER_S = 600.0
+
+
+def remove_stale_temporaries(path: str | os.PathLike, older_than_s: float = 0.0) -> list[str]:
+    """Delete the temporary files of run files a killed process left in ``path``
+    (``.<run file>.<random>.tmp``, e.g. ``.curves.png.k2j3.tmp``); their names.
+    ``older_than_s`` spares younger ones: a reader of a folder that may be written right
+    now (``report`` during a sweep) must not delete a live writer's file."""
+    import time
+
+    now, gone = time.time(), []
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return gone
+    for e in entries:
+        m = _TMP_FILE.match(e.name)
+        if m and _RUN_FILE.match(m.group("name")) and e.is_file(follow_symlinks=False):
+            try:
+                if older_than_s and now - e.stat(follow_symlinks=False).st_mtime < older_than_s:
+                    continue
+                os.unlink(e.path)
+                gone.append(e.name)
+            except OSError:
+                pass
+    return gone
+
+
 def check_creatable(path: Path) -> None:
     """Would :meth:`RunDir.create` succeed? (Nothing is created.)"""
     if path.exists() or path.is_symlink():
@@ -189,21 +218,7 @@ class RunDir:
         return run
 
     def remove_stale_temporaries(self) -> list[str]:
-        """Delete the temporary files a killed run left (``.<run file>.<random>.tmp``)."""
-        gone = []
-        try:
-            entries = list(os.scandir(self.path))
-        except OSError:
-            return gone
-        for e in entries:
-            m = _TMP_FILE.match(e.name)
-            if m and _RUN_FILE.match(m.group("name")) and e.is_file(follow_symlinks=False):
-                try:
-                    os.unlink(e.path)
-                    gone.append(e.name)
-                except OSError:
-                    pass
-        return gone
+        return remove_stale_temporaries(self.path)
 
     def file(self, name: str) -> Path:
         return self.path / name

@@ -1,0 +1,93 @@
+"""What code a resumed run may import (issue 36).
+
+A run folder is data: a copied or downloaded one must not run code on ``--resume``.
+Its ``config.yaml`` may name code by import path (``model=pkg.module:factory``,
+``loss=pkg.module:function``); on resume such code runs only if the user names it again
+on the command line (``--resume RUN model=pkg.module:factory``) or passes
+``--trust-config``. A module that lies inside the run folder never runs, trusted or not.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import ConfigError
+
+#: options whose value may be an import path, i.e. code that runs when the run is built
+CODE_OPTIONS = ("model.name", "loss", "algorithm.name", "topology.name")
+#: a group's shorthand on the command line (``model=x`` is ``model.name=x``)
+_SHORTHAND = {"model": "model.name", "algorithm": "algorithm.name", "topology": "topology.name"}
+
+
+def restated_code(overrides: Iterable[str], run_dir: str | os.PathLike) -> dict[str, str]:
+    """The ``key=value`` arguments given with ``--resume``: only code options may be named
+    (again), as ``{option: import path}``; anything else is refused in one line."""
+    from ..config import _parse_override
+
+    named: dict[str, str] = {}
+    for item in overrides:
+        key, value = _parse_override(item)
+        key = _SHORTHAND.get(key, key)
+        if key not in CODE_OPTIONS or not isinstance(value, str):
+            raise ConfigError("resume", f"takes no config or overrides (the run folder's config.yaml is used as "
+                                        f"saved), except naming again the code it runs, e.g. --resume {run_dir} "
+                                        f"model=pkg.module:factory; got {item[:80]!r}")
+        named[key] = value
+    return named
+
+
+def code_options(cfg: Any) -> dict[str, str]:
+    """The import paths a config names, by option."""
+    from ..config import flatten, to_dict
+    from ..models.user import is_import_path
+
+    flat = flatten(to_dict(cfg))
+    return {k: flat[k] for k in CODE_OPTIONS if is_import_path(flat.get(k))}
+
+
+def module_inside(import_path: str, folder: str | os.PathLike) -> Path | None:
+    """The file or package folder, inside ``folder``, that importing ``import_path`` would
+    run (or None). Found on ``sys.path`` without importing anything: importing a package
+    to locate it would already run its ``__init__.py``."""
+    root = Path(folder).resolve()
+    parts = import_path.split(":", 1)[0].split(".")
+    for entry in sys.path:
+        base = Path(entry or os.getcwd())
+        for i in range(len(parts)):
+            stem = base.joinpath(*parts[: i + 1])
+            for cand in (stem, stem.with_name(stem.name + ".py")):
+                try:
+                    if not cand.exists():
+                        continue
+                    real = cand.resolve()
+                except OSError:
+                    continue
+                if real == root or root in real.parents:
+                    return cand
+    return None
+
+
+def check_resume_code(cfg: Any, run_dir: str | os.PathLike, named: dict[str, str] | None, trust: bool) -> None:
+    """Refuse (one line) to build a resumed run whose config names code the user did not
+    name again (unless ``trust``), or code that lives inside the run folder."""
+    named = named or {}
+    saved = code_options(cfg)
+    for option, value in named.items():
+        current = saved.get(option)
+        if current != value:
+            raise ConfigError("resume", f"{option}={value} is not what {run_dir} was trained with "
+                                        f"({option}={current}); a resumed run keeps its config")
+    for option, value in saved.items():
+        inside = module_inside(value, run_dir)
+        if inside is not None:
+            raise ConfigError("resume", f"{Path(run_dir) / 'config.yaml'} names {option}={value}, code inside the run "
+                                        f"folder ({inside}); decent8 never runs code from a run folder")
+        if not trust and option not in named:
+            raise ConfigError("resume", f"{Path(run_dir) / 'config.yaml'} names code ({option}={value}); a resumed "
+                                        f"run imports it only if you name it again: --resume {run_dir} "
+                                        f"{option}={value} (or pass --trust-config)")
+
+
+__all__ = ["CODE_OPTIONS", "restated_code", "code_options", "module_inside", "check_resume_code"]
