@@ -146,7 +146,9 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
     out), ``(x_train, y_train, x_test, y_test)``, a map-style torch ``Dataset`` of
     ``(input, target)``, or None: the config's data set. Inputs may be dicts of tensors
     (keyword inputs). ``loss``: ``"cross_entropy"`` (default), ``"logistic"``, ``"mse"``,
-    a callable ``loss(outputs, targets) -> scalar``, or a :class:`~decent8.task.Task`.
+    a callable ``loss(outputs, targets) -> scalar``, or a :class:`~decent8.task.Task`; the option
+    ``task`` (``auto``, ``classification``, ``regression``) says whether a callable's runs
+    report accuracy (auto: integer labels and ``[N, C]`` outputs do; :mod:`decent8.task`).
     ``parts``: one list of training-row indices per node (default: the config's
     partition). ``config``: a YAML file; ``options``: config options (see module doc).
     """

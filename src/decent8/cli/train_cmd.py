@@ -106,7 +106,7 @@ def run(ns: argparse.Namespace) -> int:
         else:
             head = (f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
                     f"{summary['compression']}")
-        print(f"{head} · {summary['topology']} · {summary['nodes']} nodes · skew {summary['skew']:g} · "
+        print(f"{head} · {summary['topology']} · {summary['nodes']} nodes · {summary.get('partition') or 'skew %g' % summary['skew']} · "
               f"{summary['model']} ({summary.get('precision', 'fp32')}) on {summary['dataset']} · {summary['epochs']} epochs")
         print(summary_table(summary))
         print(f"run folder: {path}")

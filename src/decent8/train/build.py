@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..algorithms import (ALGORITHMS, ALLREDUCE_ALGORITHMS, AllReduceAlgorithm, GossipAlgorithm, make_algorithm,
-                          make_allreduce_algorithm, optimizer_kind_for, resolve_push_sum)
+from ..algorithms import (ALGORITHMS, ALLREDUCE_ALGORITHMS, AllReduceAlgorithm, GossipAlgorithm, algorithm_class,
+                          make_algorithm, make_allreduce_algorithm, optimizer_kind_for, resolve_push_sum)
 from ..algorithms.allreduce import check_allreduce_options
 from ..collectives.ring import check_allreduce_topology
 from ..comm.base import Communicator
@@ -29,7 +29,8 @@ from ..errors import ConfigError, choice_error
 from ..models import MODELS, StackedModel, init_parameters, make_model
 from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
-from ..task import make_task
+from ..task import check_task, make_task
+from .norm_stats import check_norm_stats, warn_if_skewed
 from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
 from ..seeding import derive_seed, node_generators
@@ -160,6 +161,22 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
     return round(gamma, 10)
 
 
+def d2_default_gamma(topology: Topology) -> float:
+    """D²'s γ when ``algorithm.gamma`` is null: the largest multiple of 0.01, at most 1, with
+    λ_min((1 − γ)I + γW) = 1 − γ·(1 − λ_min(W)) > −1/3, i.e. γ < (4/3) / (1 − λ_min(W))
+    (algorithms/d2.py). 1 where W allows it (λ_min(W) > −1/3: complete graph, torus with
+    self-weights); 0.99 on an 8-node ring with 1/3 weights (λ_min = −1/3 exactly). A W that
+    D² cannot use (not symmetric, time-varying) gets 1 and D2's own one-line error."""
+    if topology.period != 1:
+        return 1.0
+    w = np.asarray(topology.weights_np(0), dtype=np.float64)
+    if not np.allclose(w, w.T, atol=1e-9):
+        return 1.0
+    lam = float(np.linalg.eigvalsh(w).min())
+    bound = (4.0 / 3.0 - 1e-6) / (1.0 - lam) if lam < 1.0 else math.inf  # the check keeps a 1e-9 margin
+    return min(1.0, (math.ceil(100.0 * bound) - 1) / 100.0)
+
+
 def default_lr(push_sum: bool, gamma: float) -> float:
     """Learning rate when ``optimizer.lr`` is null (and the data set sets none): 0.1, the
     digits main job's; 0.05 under push-sum with compressed gossip (γ < 1), where lr 0.1
@@ -181,6 +198,28 @@ def wire_compression(name: str, precision: str) -> str:
     if precision == "int8":
         return INT8_WIRE.get(key, name)
     return name
+
+
+#: algorithms without compression that run at precision=int8 with 8-bit models on the wire
+#: (D-PSGD / SGP mix Σ_j W_ij Q(x½_j), Q the per-tensor 8-bit quantizer; SPEC §4: "we send 8-bit")
+INT8_EXACT = ("dpsgd", "sgp")
+
+
+def int8_exact_models(algorithm: str, compression: str, wire: str) -> bool:
+    """True when ``precision=int8`` turned the dense wire of an algorithm that never
+    compresses into 8-bit models (D-PSGD, SGP). Other such algorithms (D², GUT, RelaySGD)
+    are refused with one line saying what to set: their exact recursions have no 8-bit
+    wire format here."""
+    cls = algorithm_class(algorithm)
+    if cls is None or cls.supports_compression or wire == compression:
+        return False
+    if str(compression).strip().lower() not in ("identity", "none"):  # topk with D-PSGD: make_algorithm's message
+        return False
+    if algorithm in INT8_EXACT:
+        return True
+    raise ConfigError("precision", f"algorithm '{algorithm}' exchanges exact fp32 models and has no 8-bit wire "
+                                   f"format; use precision=fp32, or at precision=int8 algorithm=dpsgd (8-bit models "
+                                   f"on the wire) or a compressed algorithm (choco, deepsqueeze)")
 
 
 def quant_spec(cfg: TrainConfig) -> QuantSpec | None:
@@ -248,6 +287,8 @@ def check_scalars(cfg: TrainConfig) -> None:
         _number("model.width", cfg.model.width, lo=1, integer=True)
     _number("partition.alpha", cfg.partition.alpha, lo=0, lo_open=True)
     _number("partition.shards_per_node", cfg.partition.shards_per_node, lo=1, integer=True)
+    check_norm_stats(cfg.model.norm_stats)
+    check_task(cfg.task)
     if cfg.backend not in BACKENDS:
         raise choice_error("backend", cfg.backend, BACKENDS)
     if cfg.algorithm.name not in ALGORITHMS:
@@ -412,7 +453,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     if not isinstance(comm, RecordingCommunicator):  # logs the wire traffic for the simulated clock
         comm = RecordingCommunicator(comm)
 
-    task = make_task(cfg.loss if loss is None else loss)
+    task = make_task(cfg.loss if loss is None else loss, cfg.task,
+                     integer_targets=not dataset.is_regression)
     parse_chunk(cfg.sim.chunk)
     parse_compile(cfg.sim.compile)
     if module is None:
@@ -427,6 +469,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         if pretrained_dir is None:  # a checkpoint's weights stay; model=hf seeds its new head itself
             init_parameters(module, derive_seed(cfg.seed, "init"))
     model = StackedModel(module, device, nodes=comm.k, task=task)
+    warn_if_skewed(module, cfg.model.norm_stats, cfg.partition.name, cfg.skew)
     x0 = model.flat_parameters()
 
     c = cfg.compression
@@ -436,6 +479,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     gamma = cfg.algorithm.gamma if cfg.algorithm.gamma is not None else default_gamma(cfg.algorithm.name, wire, c.ratio,
                                                                                        cfg.optimizer.kind, cfg.optimizer.momentum,
                                                                                        push_sum)
+    if cfg.algorithm.gamma is None and cfg.algorithm.name == "d2":  # recorded: config.yaml reruns it
+        gamma = cfg.algorithm.gamma = defaults["algorithm.gamma"] = d2_default_gamma(topology)
     if cfg.optimizer.lr is None:  # recorded like the algorithm's defaults (config.yaml, summary.json)
         cfg.optimizer.lr = defaults["optimizer.lr"] = default_lr(push_sum, gamma)
     generators = node_generators(cfg.seed, "compress", comm.local_nodes)
@@ -445,7 +490,11 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                              reset=cfg.marsit.reset)
     else:
         options = {"mu": cfg.algorithm.mu} if cfg.algorithm.name in ("gut", "qg_gutm") else {}
-        algorithm = make_algorithm(cfg.algorithm.name, comm, compressor, gamma, push_sum, generators, **options)
+        eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
+        algorithm = make_algorithm(cfg.algorithm.name, comm, make_compressor("identity", model.layout) if
+                                   eight_bit_models else compressor, gamma, push_sum, generators, **options)
+        if eight_bit_models:  # D-PSGD at precision=int8: the models it mixes travel as 8-bit values
+            algorithm.compressor = compressor
 
     o = cfg.optimizer
     optimizer = make_optimizer(optimizer_kind_for(cfg.algorithm.name, o.kind), o.momentum, o.nesterov, o.weight_decay,
