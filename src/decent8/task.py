@@ -41,7 +41,7 @@ from torch.func import vmap
 from .errors import ConfigError, choice_error
 
 LOSSES = ("cross_entropy", "logistic", "mse")
-TASKS = ("auto", "classification", "regression")
+from .train.validate import TASKS, check_task  # noqa: E402  (torch-free: the CLI checks options before torch)
 
 
 def class_outputs(outputs: torch.Tensor, targets: torch.Tensor) -> bool:
@@ -155,12 +155,6 @@ class CustomLoss(Task):
 
 
 _BUILTIN = {"cross_entropy": CrossEntropy, "logistic": Logistic, "mse": MSE}
-
-
-def check_task(task: object) -> str:
-    if task not in TASKS:
-        raise choice_error("task", task, TASKS)
-    return str(task)
 
 
 def make_task(loss: "str | Callable | Task", task: str = "auto", integer_targets: bool | None = None) -> Task:

@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..config import load_config, to_yaml
 from ..errors import ConfigError, Interrupted, Terminated
-from ..train.run_dir import CONFIG
-from ..train.loop import check, train
 from .common import format_table, human_bytes
+
+# the training code (torch, matplotlib) is imported in run(), after the plain options are
+# checked: `decent8 train --help` and `decent8 train nodes=0` answer without it
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,12 +54,19 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 def _interrupted(run_dir: Path | None, resumable: bool) -> KeyboardInterrupt:
     """Ctrl-C: an :class:`Interrupted` naming the run folder when one was written."""
+    from ..train.run_dir import CONFIG
     if run_dir is None or not (run_dir / CONFIG).is_file():
         return KeyboardInterrupt()
     return Interrupted(run_dir, resumable)
 
 
 def run(ns: argparse.Namespace) -> int:
+    from ..train.validate import check_plain
+    if ns.args and not ns.resume and not ns.print_config:  # the plain options first, before torch is imported
+        cfg = load_config(*split_args(ns.args))
+        check_plain(cfg)
+    from ..algorithms import ALLREDUCE_ALGORITHMS
+    from ..train.loop import check, train
     if ns.resume and ns.args:
         from ..errors import ConfigError
         raise ConfigError("resume", "takes no config or overrides: the run folder's config.yaml is used as saved")

@@ -34,15 +34,7 @@ import warnings
 import torch
 from torch import nn
 
-from ..errors import choice_error
-
-NORM_STATS = ("local", "gossip", "average")
-
-
-def check_norm_stats(value: object) -> str:
-    if value not in NORM_STATS:
-        raise choice_error("model.norm_stats", value, NORM_STATS)
-    return str(value)
+from .validate import NORM_STATS, check_norm_stats
 
 
 def has_running_stats(module: nn.Module) -> bool:
