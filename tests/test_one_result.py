@@ -50,8 +50,9 @@ def my_cross_entropy(outputs, targets):
     return F.cross_entropy(outputs, targets)
 
 
+@pytest.mark.slow   # two runs: ~20 s on the loaded 2-core machine (the fast subset keeps the unit tests below)
 def test_a_custom_cross_entropy_reports_the_built_in_accuracy(tmp_path):
-    opts = dict(QUICK, model="mlp", model__width=8, algorithm="dpsgd", compression="identity", topology="ring",
+    opts = dict(QUICK, model="mlp", model__width=8, data__subset=400, algorithm="dpsgd", compression="identity", topology="ring",
                 algorithm__consensus_rounds=2, out_dir=str(tmp_path))
     builtin, _ = decent8.train(loss="cross_entropy", name="builtin", **opts)
     custom, _ = decent8.train(loss=my_cross_entropy, name="custom", **opts)
@@ -93,7 +94,7 @@ def test_b_final_consensus_rounds_leave_node_models_no_worse_with_gossiped_stati
     after the rounds every node model is the averaged model (parameters and statistics),
     and the curves' last point is summary.json's number."""
     s, run = decent8.train(bn_net, None, **dict(QUICK, algorithm="dpsgd", compression="identity", topology="ring",
-                                                 skew=0.9, algorithm__consensus_rounds=20, model__norm_stats="gossip",
+                                                 skew=0.9, data__subset=600, algorithm__consensus_rounds=20, model__norm_stats="gossip",
                                                  out_dir=str(tmp_path), name="g"))
     before = s["before_consensus_rounds"]
     assert s["mean_node_accuracy"] >= before["mean_node_accuracy"]
