@@ -93,7 +93,9 @@ def test_train_writes_the_documented_run_folder(tmp_path, capsys):
     assert env["torch"] == torch.__version__ and env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert env["kernel_selection"].get("ATEN_CPU_CAPABILITY") == os.environ.get("ATEN_CPU_CAPABILITY")
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in rows] == [1, 2]
+    # the epochs, then the evaluation after the final consensus rounds: summary.json's numbers
+    assert [r["epoch"] for r in rows] == [1, 2, 2] and rows[-1]["after_consensus_rounds"] == 3
+    assert rows[-1]["mean_node_accuracy"] == summary["mean_node_accuracy"]
     # the saved config reruns the run: same summary numbers
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     assert cfg["name"] == "r1" and cfg["epochs"] == 2
@@ -128,7 +130,7 @@ def test_resume_from_epoch_checkpoint_equals_uninterrupted_run(tmp_path):
     assert sa["mean_node_accuracy"] == sb["mean_node_accuracy"]
     assert sa["bytes_sent_per_node"] == sb["bytes_sent_per_node"]
     rows = [json.loads(line) for line in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in rows] == [1, 2, 3, 4]
+    assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 4]   # + the point after the final consensus rounds
 
 
 def test_topology_and_partition_commands(tmp_path, capsys):

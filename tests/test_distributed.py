@@ -166,7 +166,8 @@ def test_rank_0_writes_the_same_run_folder_as_the_simulator(reference):
     assert names == [f"checkpoint-rank{r}.pt" for r in range(N)]
     rows_s = [json.loads(x) for x in (sim / "metrics.jsonl").read_text().splitlines()]
     rows_d = [json.loads(x) for x in (dist / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in rows_d] == [r["epoch"] for r in rows_s] == list(range(1, EPOCHS + 1))
+    # the epochs, then the evaluation after the final consensus rounds
+    assert [r["epoch"] for r in rows_d] == [r["epoch"] for r in rows_s] == list(range(1, EPOCHS + 1)) + [EPOCHS]
     for rs, rd in zip(rows_s, rows_d):
         assert rs.keys() == rd.keys()
         assert rd["node_accuracies"] == rs["node_accuracies"]
@@ -237,7 +238,7 @@ def test_resuming_the_killed_run_ends_like_the_uninterrupted_one(killed_run, ref
     assert s_res["node_accuracies"] == s_ref["node_accuracies"]
     assert s_res["bytes_sent_per_node"] == s_ref["bytes_sent_per_node"]
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in rows] == list(range(1, EPOCHS + 1))
+    assert [r["epoch"] for r in rows] == list(range(1, EPOCHS + 1)) + [EPOCHS]   # + after the consensus rounds
 
 
 def test_a_hung_node_makes_the_others_stop_after_the_timeout(tmp_path):

@@ -155,7 +155,7 @@ def test_built_from_the_cli_config(overrides, algo, kind):
 
 @pytest.mark.parametrize("overrides,option,needle", [
     (["algorithm=d2", "compression=identity"], "topology", "symmetric"),               # directed ring
-    (["algorithm=d2", "compression=identity", "topology=ring", "nodes=8"], "algorithm.gamma", "−1/3"),
+    (["algorithm=d2", "compression=identity", "topology=ring", "nodes=8", "algorithm.gamma=1"], "algorithm.gamma", "−1/3"),
     (["algorithm=d2", "compression=topk", "topology=ring"], "compression", "uncompressed"),
     (["algorithm=gut", "compression=topk"], "compression", "uncompressed"),
     (["algorithm=gut", "compression=identity", "algorithm.push_sum=true"], "algorithm.push_sum", "push-sum"),

@@ -267,6 +267,7 @@ def test_tensorboard_events_beside_metrics(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "tb" / "metrics.jsonl").read_text().splitlines()]
     events = _read_events(tmp_path / "tb" / "tensorboard")
     acc = events["mean_node_accuracy"]
-    assert [s for s, _ in acc[:2]] == [r["step"] for r in rows]
-    assert [v for _, v in acc[:2]] == pytest.approx([r["mean_node_accuracy"] for r in rows], rel=1e-6)
+    # the two epochs, then the evaluation after the final consensus rounds (the last metrics line too)
+    assert [s for s, _ in acc] == [r["step"] for r in rows] and rows[-1]["after_consensus_rounds"] == 51
+    assert [v for _, v in acc] == pytest.approx([r["mean_node_accuracy"] for r in rows], rel=1e-6)
     assert cli_main(["train", "tensorboard=maybe", f"out_dir={tmp_path}"]) == 2

@@ -185,8 +185,10 @@ def test_sim_time_in_every_metrics_line_and_summary_equals_the_formula(tmp_path)
     per_epoch = summary["steps_per_epoch"]
     step = 0.01 + 0.001 + b / 1e6
     rows = [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
+    final, rows = rows[-1], rows[:-1]   # the last line: after the final consensus rounds, as summary.json
     assert [r["sim_time_s"] for r in rows] == pytest.approx([per_epoch * step, 2 * per_epoch * step], rel=1e-9)
     assert summary["sim_time_s"] == pytest.approx(2 * per_epoch * step + 3 * (0.001 + b / 1e6), rel=1e-9)
+    assert final["after_consensus_rounds"] == 3 and final["sim_time_s"] == summary["sim_time_s"]
     assert all(r["measured_compute_s"] > 0 and r["measured_comm_s"] > 0 for r in rows)
     assert summary["measured_compute_s_per_step"] > 0 and (path / "time.png").is_file()
 

@@ -113,13 +113,16 @@ class TrainResult(tuple):
         return obj
 
     def node_model(self, i: int | None = None) -> nn.Module:
-        """A copy of the user's module holding node ``i``'s parameters and buffers (None: the node average)."""
+        """A copy of the user's module holding node ``i``'s parameters and buffers (None: the node average;
+        the buffers are those node i is evaluated with under ``model.norm_stats``)."""
         sm = self._model
         params = self.parameters.mean(0) if i is None else self.parameters[i]
         module = copy.deepcopy(sm.module).cpu()
         named = sm.layout.unflatten(params)
         if self._buffers is not None and sm.buffer_layout is not None:
-            bufs = self._buffers.mean(0) if i is None else self._buffers[i]
+            # model.norm_stats=average: node models are evaluated with the node-mean statistics too
+            mean = i is None or self.summary.get("norm_stats") == "average"
+            bufs = self._buffers.mean(0) if mean else self._buffers[i]
             named.update(sm.buffer_layout.unflatten(bufs))
         with torch.no_grad():
             for name, t in module.state_dict(keep_vars=True).items():
@@ -146,7 +149,9 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
     out), ``(x_train, y_train, x_test, y_test)``, a map-style torch ``Dataset`` of
     ``(input, target)``, or None: the config's data set. Inputs may be dicts of tensors
     (keyword inputs). ``loss``: ``"cross_entropy"`` (default), ``"logistic"``, ``"mse"``,
-    a callable ``loss(outputs, targets) -> scalar``, or a :class:`~decent8.task.Task`.
+    a callable ``loss(outputs, targets) -> scalar``, or a :class:`~decent8.task.Task`; the option
+    ``task`` (``auto``, ``classification``, ``regression``) says whether a callable's runs
+    report accuracy (auto: integer labels and ``[N, C]`` outputs do; :mod:`decent8.task`).
     ``parts``: one list of training-row indices per node (default: the config's
     partition). ``config``: a YAML file; ``options``: config options (see module doc).
     ``resume``: a run folder to continue; code its config names by import path runs only

@@ -13,7 +13,23 @@ site every execution strategy uses; by default ``loss`` under ``torch.func.vmap`
 ================  =============================================  ============================
 
 A user's loss is any callable ``loss(outputs, targets) -> scalar`` (e.g.
-``torch.nn.functional.huber_loss``); it reports loss only.
+``torch.nn.functional.huber_loss``, or ``pkg.module:fn`` on the command line). Whether
+its runs also report accuracy is the option ``task`` (SPEC §8):
+
+==================  ===================================================================
+``auto`` (default)  a built-in loss decides (table above). A user's loss is
+                    classification when the targets are integer class labels ``[N]``
+                    and the model's outputs are ``[N, C]`` with C ≥ 2 (decided on the
+                    first evaluation batch): accuracy = argmax(outputs) = label.
+                    Otherwise (float targets, other shapes) it reports loss only.
+``classification``  report accuracy: argmax over ``[N, C]`` outputs, or output > 0 ⇔
+                    label 1 for one output per sample (``[N]``/``[N, 1]``); the
+                    targets must be integer labels.
+``regression``      loss only, whatever the targets.
+==================  ===================================================================
+
+A built-in loss contradicting an explicit ``task`` (``loss=mse task=classification``)
+is refused with one line.
 """
 from __future__ import annotations
 
@@ -26,6 +42,13 @@ from torch.func import vmap
 from .errors import ConfigError, choice_error
 
 LOSSES = ("cross_entropy", "logistic", "mse")
+from .train.validate import TASKS, check_task  # noqa: E402  (torch-free: the CLI checks options before torch)
+
+
+def class_outputs(outputs: torch.Tensor, targets: torch.Tensor) -> bool:
+    """``task=auto`` for a user's loss: integer labels ``targets[N]`` and ``outputs[m, N, C]``, C ≥ 2."""
+    return (not targets.is_floating_point() and targets.dtype != torch.bool and targets.dim() == 1
+            and outputs.dim() == 3 and outputs.shape[1] == targets.shape[0] and outputs.shape[-1] >= 2)
 
 
 class Task:
@@ -109,33 +132,64 @@ class MSE(Task):
 
 
 class CustomLoss(Task):
-    """A user's ``loss(outputs, targets) -> scalar``."""
+    """A user's ``loss(outputs, targets) -> scalar``; ``task`` says whether accuracy is
+    reported (module docstring: ``auto`` decides on the first evaluation batch)."""
 
-    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], name: str | None = None) -> None:
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], name: str | None = None,
+                 task: str = "auto") -> None:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "custom")
+        self.task = check_task(task)
+        self.classification = task == "classification"
+        self._decided = task != "auto"
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return self.fn(outputs, targets)
+
+    def correct(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Argmax = label for ``[m, N, C]`` outputs (C ≥ 2); output > 0 ⇔ label 1 for one output per sample."""
+        m = outputs.shape[0]
+        if outputs.dim() >= 3 and outputs.shape[-1] >= 2:
+            return (outputs.argmax(-1) == targets).reshape(m, -1).sum(1)
+        return ((outputs.reshape(m, -1) > 0) == (targets.reshape(1, -1) > 0.5)).sum(1)
+
+    def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if not self._decided:
+            self.classification, self._decided = class_outputs(outputs, targets), True
+        return super().eval_sums(outputs, targets)
 
 
 _BUILTIN = {"cross_entropy": CrossEntropy, "logistic": Logistic, "mse": MSE}
 
 
-def make_task(loss: "str | Callable | Task") -> Task:
-    """A :class:`Task` from a built-in name, an import path ``pkg.module:fn``, a callable or a Task."""
+def make_task(loss: "str | Callable | Task", task: str = "auto", integer_targets: bool | None = None) -> Task:
+    """A :class:`Task` from a built-in name, an import path ``pkg.module:fn``, a callable or a
+    Task, for the option ``task`` (module docstring). ``integer_targets``: whether the data
+    set's targets are integer labels (None: unknown), checked against ``task=classification``."""
+    check_task(task)
+    if task == "classification" and integer_targets is False:
+        raise ConfigError("task", "classification needs integer class labels, but the data set's targets are "
+                                  "floating point; use task=regression or task=auto")
     if isinstance(loss, Task):
-        return loss
-    if isinstance(loss, str):
+        built = loss
+    elif isinstance(loss, str):
         if loss in _BUILTIN:
-            return _BUILTIN[loss]()
-        from .models.user import is_import_path, load_factory
-        if is_import_path(loss):
-            return CustomLoss(load_factory(loss, option="loss"), name=loss)
-        raise choice_error("loss", loss, LOSSES + ("pkg.module:function",))
-    if callable(loss):
-        return CustomLoss(loss)
-    raise ConfigError("loss", f"must be a loss name, an import path or a callable, got {type(loss).__name__}")
+            built = _BUILTIN[loss]()
+        else:
+            from .models.user import is_import_path, load_factory
+            if not is_import_path(loss):
+                raise choice_error("loss", loss, LOSSES + ("pkg.module:function",))
+            return CustomLoss(load_factory(loss, option="loss"), name=loss, task=task)
+    elif callable(loss):
+        return CustomLoss(loss, task=task)
+    else:
+        raise ConfigError("loss", f"must be a loss name, an import path or a callable, got {type(loss).__name__}")
+    if isinstance(built, CustomLoss) and task != "auto" and built.task == "auto":
+        built = CustomLoss(built.fn, name=built.name, task=task)
+    elif task != "auto" and not isinstance(built, CustomLoss) and built.classification != (task == "classification"):
+        kind = "classification" if built.classification else "regression"
+        raise ConfigError("task", f"loss={built.name} is a {kind} loss; use task=auto or task={kind}")
+    return built
 
 
-__all__ = ["LOSSES", "Task", "CrossEntropy", "Logistic", "MSE", "CustomLoss", "make_task"]
+__all__ = ["LOSSES", "TASKS", "check_task", "class_outputs", "Task", "CrossEntropy", "Logistic", "MSE", "CustomLoss", "make_task"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import load_config
+from ..config import load_config, partition_label
 from ..data.class_table import format_class_table, plot_class_heatmap
 from ..data.partition import class_counts, make_partition
 from ..data.registry import dataset_from_config
@@ -78,7 +78,7 @@ def run_partition(ns: argparse.Namespace) -> int:
                            alpha=cfg.partition.alpha, shards_per_node=cfg.partition.shards_per_node,
         reference=cfg.partition.reference)
     counts = class_counts(parts, labels, ds.num_classes)
-    what = f"skew {cfg.skew:g}" if cfg.partition.name == "skew" else cfg.partition.name
+    what = partition_label(cfg)
     if cfg.partition.reference:
         what += ", the authors' reference split"
     print(f"{ds.name}: {len(labels)} training samples over {cfg.nodes} nodes ({what}, seed {cfg.seed})")

@@ -3,24 +3,47 @@ from __future__ import annotations
 
 import signal
 import sys
+import importlib
+import warnings
 
 from .. import __version__, signals
 from ..errors import ConfigError, Terminated, TrainingError
-from . import cost_cmd, inspect_cmds, launch_cmd, report_cmd, sweep_cmd, train_cmd
 from .common import OneLineParser, fail
 
+#: every command: its module (``add_parser`` / ``add_parsers``) and the one line the top-level
+#: ``--help`` shows. Only the module of the command being run is imported, so ``decent8 --help``
+#: and ``decent8 train`` with a bad option answer without importing torch or matplotlib
+#: (tests/test_cli.py checks that these lines are the modules' own).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("train_cmd", "train n nodes (the default: digits, 8 nodes, directed ring, skew 0.8, Choco-SGD, 99% top-k)"),
+    "launch": ("launch_cmd", "run `decent8 train backend=distributed …` on N local processes (one per node)"),
+    "sweep": ("sweep_cmd", "run a grid of configs (or a paper preset) and print a results table"),
+    "report": ("report_cmd", "write the table and figures of a sweep folder, or compare run folders"),
+    "compare": ("report_cmd", "compare run folders: one table, curves on shared axes"),
+    "topology": ("inspect_cmds", "print the mixing matrix W and its spectral gap"),
+    "partition": ("inspect_cmds", "print (and plot) the per-node class counts"),
+    "list": ("inspect_cmds", "list the algorithms, compressors, topologies, partitions, models, data sets and presets"),
+    "cost": ("cost_cmd", "compute energy, memory and communication per node, FP32 vs 8-bit (the paper's Section 5)"),
+}
 
-def make_parser() -> OneLineParser:
+
+def make_parser(commands: "list[str] | tuple[str, ...] | None" = None) -> OneLineParser:
+    """The ``decent8`` parser with the real subparsers of ``commands`` (None: all of them,
+    importing every command module); the other commands get a placeholder with their help line."""
     parser = OneLineParser(prog="decent8", description="Decentralized low-precision training: simulate n nodes or run them "
                                                       "on torch.distributed. The algorithms are described in docs/algorithms.md.")
     parser.add_argument("--version", action="version", version=f"decent8 {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    train_cmd.add_parser(sub)
-    launch_cmd.add_parser(sub)
-    sweep_cmd.add_parser(sub)
-    report_cmd.add_parser(sub)
-    inspect_cmds.add_parsers(sub)
-    cost_cmd.add_parser(sub)
+    wanted = set(COMMANDS) if commands is None else set(commands)
+    modules = {COMMANDS[c][0] for c in wanted if c in COMMANDS}
+    added: set[str] = set()
+    for name, (module_name, help_line) in COMMANDS.items():
+        if module_name in modules and module_name not in added:
+            module = importlib.import_module(f"{__package__}.{module_name}")
+            (getattr(module, "add_parsers", None) or module.add_parser)(sub)
+            added.add(module_name)
+        elif module_name not in modules:
+            sub.add_parser(name, help=help_line.replace("%", "%%"))
     return parser
 
 
@@ -38,15 +61,22 @@ EXIT_SIGTERM = 128 + signal.SIGTERM
 
 def main(argv: list[str] | None = None) -> int:
     previous = signals.install()  # SIGINT / SIGTERM raise and are recorded (never lost, see decent8.signals)
+    formatwarning, warnings.formatwarning = warnings.formatwarning, _one_line_warning
     try:
         return _main(argv)
     finally:
+        warnings.formatwarning = formatwarning
         signals.restore(previous)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings on the command line: one line each, like the errors."""
+    return f"decent8: warning: {message}\n"
+
+
 def _main(argv: list[str] | None = None) -> int:
-    parser = make_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    parser = make_parser([argv[0]] if argv and argv[0] in COMMANDS else [])
     sub = _subparsers(parser)
     if argv and argv[0] == "launch":
         # launch's own options; everything else goes to `decent8 train` unchanged

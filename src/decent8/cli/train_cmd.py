@@ -6,13 +6,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..config import load_config, to_yaml
 from ..errors import ConfigError, Interrupted, Terminated
-from ..train.resume_trust import restated_code
-from ..train.run_dir import CONFIG
-from ..train.loop import check, train
 from .common import format_table, human_bytes
+
+# the training code (torch, matplotlib) is imported in run(), after the plain options are
+# checked: `decent8 train --help` and `decent8 train nodes=0` answer without it
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -92,6 +91,7 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 def _interrupted(e: KeyboardInterrupt, run_dir: Path | None, resumable: bool) -> KeyboardInterrupt:
     """Ctrl-C / SIGTERM: an :class:`Interrupted` naming the run folder when one was written."""
+    from ..train.run_dir import CONFIG
     if run_dir is None or not (run_dir / CONFIG).is_file():
         return e
     return Interrupted(run_dir, resumable, sigterm=isinstance(e, Terminated))
@@ -108,11 +108,17 @@ def resume_arguments(ns: argparse.Namespace) -> dict[str, Any]:
     path_arg, overrides = split_args(ns.args)
     if path_arg is not None:
         raise ConfigError("resume", f"takes no config file ({path_arg!r}): the run folder's config.yaml is used as saved")
+    from ..train.resume_trust import restated_code
     return {"named_code": restated_code(overrides, ns.resume), "trust_config": ns.trust_config}
 
 
 def run(ns: argparse.Namespace) -> int:
+    from ..train.validate import check_plain
+    if ns.args and not ns.resume and not ns.print_config:  # the plain options first, before torch is imported
+        check_plain(load_config(*split_args(ns.args)))
     trust = resume_arguments(ns)
+    from ..algorithms import ALLREDUCE_ALGORITHMS
+    from ..train.loop import check, train
     if getattr(ns, "check", False):
         if ns.resume:
             c, path = check(None, resume=ns.resume, **trust)
@@ -150,7 +156,7 @@ def run(ns: argparse.Namespace) -> int:
         else:
             head = (f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
                     f"{summary['compression']}")
-        print(f"{head} · {summary['topology']} · {summary['nodes']} nodes · skew {summary['skew']:g} · "
+        print(f"{head} · {summary['topology']} · {summary['nodes']} nodes · {summary.get('partition') or 'skew %g' % summary['skew']} · "
               f"{summary['model']} ({summary.get('precision', 'fp32')}) on {summary['dataset']} · {summary['epochs']} epochs")
         print(summary_table(summary))
         print(f"run folder: {path}")

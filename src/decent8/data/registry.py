@@ -40,14 +40,9 @@ DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews", "sentlen", "im
 TEXT_DATASETS = ("agnews", "sentlen")
 IMAGE_DATASETS = ("cifar10", "mnist", "imagenette", "image_folder")
 
-# Working defaults per data set, applied beneath the user's YAML and overrides (see
-# decent8.config.load_config; `decent8 train --print-config` shows the result). The
-# global defaults suit digits; MNIST with the CNN, Nesterov momentum and Choco top-k at
-# skew 0.8 diverges in epoch 3 at lr 0.1 (issue 18); at 0.05 the same run trains
-# (full MNIST: 93.7, 92.7, 95.6, 94.0 % after epochs 1-4, train loss 0.18 → 0.06).
-DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
-    "mnist": {"optimizer.lr": 0.05},
-}
+# Working defaults per data set: decent8.config.DATASET_DEFAULTS (kept there so that
+# reading a config does not import torch)
+from ..config import DATASET_DEFAULTS  # noqa: E402,F401
 
 _MEMO: "OrderedDict[tuple, ArrayDataset]" = OrderedDict()
 _MEMO_SIZE = 2

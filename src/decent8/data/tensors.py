@@ -15,12 +15,13 @@ labels ``[N]`` (classification: ``num_classes`` = largest label + 1) or float ta
 from __future__ import annotations
 
 import os
+import pickle
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 from .dataset import ArrayDataset, take
 
 OPTION = "data.path"
@@ -46,6 +47,15 @@ def _read(path: str) -> dict[str, Any]:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except ConfigError:
         raise
+    except pickle.UnpicklingError as e:
+        if "weights only" not in str(e).lower():
+            raise ConfigError(OPTION, f"cannot read {path!r} as tensors (a damaged or non-torch file): "
+                                      f"{first_line(e)}") from None
+        # torch's message advises weights_only=False, which would run the file's code: not here
+        raise ConfigError(OPTION, f"{path!r} holds something other than tensors (pickled Python "
+                                  f"objects, or a damaged file); decent8 reads only tensors and never runs a file's "
+                                  f"code: save a dict of tensors "
+                                  f"(torch.save({{'x': x, 'y': y}}, path)) or an .npz file") from None
     except Exception as e:
         raise ConfigError(OPTION, f"cannot read {path!r} as tensors (.pt saved with torch.save of a dict of "
                                   f"tensors, or .npz): {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None

@@ -253,17 +253,33 @@ def _cache_file() -> "os.PathLike[str]":
     return default_cache_dir() / "execution.json"
 
 
-def cached_decision(key: str) -> tuple[str, int] | None:
+def _cache_entry(key: str) -> Any:
+    """``key``'s entry: a ``sim.chunk`` spec, or ``{"spec", "seconds_per_step"}`` (None if absent)."""
     try:
         with open(_cache_file(), encoding="utf-8") as f:
-            return parse_execution(json.load(f)[key])
-    except (OSError, ValueError, AttributeError, KeyError, TypeError, ConfigError):
+            return json.load(f)[key]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def remember_decision(key: str, spec: str) -> None:
-    """Add ``key → spec`` (a ``sim.chunk`` value) to the cache file (atomic replace; an
-    unwritable cache is skipped)."""
+def cached_decision(key: str) -> tuple[str, int] | None:
+    entry = _cache_entry(key)
+    try:
+        return parse_execution(entry.get("spec") if isinstance(entry, dict) else entry)
+    except (ValueError, AttributeError, KeyError, TypeError, ConfigError):
+        return None
+
+
+def cached_timings(key: str) -> dict[str, float]:
+    """The seconds per step the run that cached ``key``'s decision measured ({} for old entries)."""
+    entry = _cache_entry(key)
+    timings = entry.get("seconds_per_step") if isinstance(entry, dict) else None
+    return {str(k): float(v) for k, v in timings.items()} if isinstance(timings, dict) else {}
+
+
+def remember_decision(key: str, spec: str, timings: dict[str, float] | None = None) -> None:
+    """Add ``key → spec`` (a ``sim.chunk`` value) and the measured seconds per step to the
+    cache file (atomic replace; an unwritable cache is skipped)."""
     from ..atomic import atomic_write_text
     path = _cache_file()
     try:
@@ -273,7 +289,7 @@ def remember_decision(key: str, spec: str) -> None:
             table = {}
     except (OSError, ValueError):
         table = {}
-    table[key] = spec
+    table[key] = {"spec": spec, "seconds_per_step": timings} if timings else spec
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write_text(path, json.dumps(table, indent=1, sort_keys=True) + "\n")
@@ -317,7 +333,7 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
     known = cached_decision(key) if use_cache else None
     if known is not None and known[1] <= k:
         model.use(strategy_for(*known))
-        return ExecutionChoice("auto", known[1], k, known[0], cached=True)
+        return ExecutionChoice("auto", known[1], k, known[0], seconds_per_step=cached_timings(key), cached=True)
     layers_reason = layers_mismatch(model, params, x)
     try:
         per_node = saved_bytes_per_node(model, params, x, y)
@@ -371,7 +387,7 @@ def choose_chunk(model: StackedModel, params: torch.Tensor, x: Inputs, y: torch.
         _restore(model, buffers, cpu_rng, cuda_rng, params)
     model.use(strategy_for(execution, chunk))
     if use_cache:
-        remember_decision(key, spec_of(execution, chunk))
+        remember_decision(key, spec_of(execution, chunk), timings)
     return ExecutionChoice("auto", chunk, k, execution, per_node, budget, timings, unsupported, layers_reason)
 
 

@@ -1,6 +1,9 @@
 """Users' own models: ``model=pkg.module:factory`` on the command line, a factory or a
 module in the Python API.
 
+``pkg.module`` is imported from the current folder first (as ``python -m decent8``
+does, also under the ``decent8`` console script), then from the installed packages.
+
 A factory is any callable returning an ``nn.Module``; it gets, by keyword, those of
 ``input_shape``, ``num_classes``, ``vocab_size`` and ``width`` that its signature names
 (or all of them if it takes ``**kwargs``), so ``lambda: MyNet()`` works as well as
@@ -10,7 +13,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import re
+import sys
 from typing import Any, Callable
 
 from torch import nn
@@ -24,11 +29,21 @@ def is_import_path(name: object) -> bool:
     return isinstance(name, str) and bool(_IMPORT_PATH.match(name))
 
 
+def _add_cwd_to_path() -> None:
+    """Import paths resolve from the current folder, as under ``python -m decent8``: the
+    ``decent8`` console script's ``sys.path`` starts with the script's folder instead."""
+    cwd = os.getcwd()
+    if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+
+
 def load_factory(path: str, option: str = "model") -> Callable[..., Any]:
     """The object named by ``pkg.module:attr`` (one line naming ``option`` if it does not import)."""
     if not is_import_path(path):
         raise ConfigError(option, f"{path!r} is not an import path of the form pkg.module:factory")
     mod_name, attr = path.split(":", 1)
+    _add_cwd_to_path()
     try:
         obj: Any = importlib.import_module(mod_name)
     except Exception as e:  # ImportError, or an error raised while importing the user's module

@@ -64,6 +64,7 @@ def analyse(run: Path, bandwidths: list[float], latency: float) -> dict:
     cfg = from_dict(yaml.safe_load((run / "config.yaml").read_text()))
     summary = json.loads((run / "summary.json").read_text())
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if "after_consensus_rounds" not in r] or rows  # training steps only
     c, log, _ = step_log(cfg)
     timer = c.timer
     n = c.topology.n

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..algorithms import (ALGORITHMS, ALLREDUCE_ALGORITHMS, AllReduceAlgorithm, GossipAlgorithm, make_algorithm,
-                          make_allreduce_algorithm, optimizer_kind_for, resolve_push_sum)
+from ..algorithms import (ALGORITHMS, ALLREDUCE_ALGORITHMS, AllReduceAlgorithm, GossipAlgorithm, algorithm_class,
+                          make_algorithm, make_allreduce_algorithm, optimizer_kind_for, resolve_push_sum)
 from ..algorithms.allreduce import check_allreduce_options
 from ..collectives.ring import check_allreduce_topology
 from ..comm.base import Communicator
@@ -30,22 +30,15 @@ from ..models import MODELS, StackedModel, init_parameters, make_model
 from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
 from ..task import make_task
+from .norm_stats import warn_if_skewed
 from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
 from ..seeding import derive_seed, node_generators
 from ..topology import Topology, make_topology
 from ..timing import FaultySimulatorCommunicator, RecordingCommunicator, Timer, check_faults, make_timer
 
-BACKENDS = ("simulator", "distributed")
-SCHEDULES = ("step", "cosine", "constant")
-#: seeds go to numpy / scikit-learn, which take 32-bit unsigned integers
-MAX_SEED = 2**32 - 1
-#: larger step sizes overflow float32 at once (and are never meant)
-MAX_STEP = 1e4
-MAX_EPOCHS = 10**6
-MAX_TIMEOUT_S = 7 * 86400.0
-#: optimizer.decay_every below this many epochs would decay the lr by 0.1 a million times an epoch
-MIN_DECAY_EVERY = 1e-3
+from .validate import (BACKENDS, MAX_EPOCHS, MAX_SEED, MAX_STEP, MAX_TIMEOUT_S, MIN_DECAY_EVERY,  # noqa: F401
+                       SCHEDULES, _interval, _number, check_plain)
 #: bytes of per-node state per parameter: model, momentum, the algorithm's copies, gradient (fp32)
 STATE_BYTES_PER_PARAMETER = 4 * 4
 
@@ -160,6 +153,22 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
     return round(gamma, 10)
 
 
+def d2_default_gamma(topology: Topology) -> float:
+    """D²'s γ when ``algorithm.gamma`` is null: the largest multiple of 0.01, at most 1, with
+    λ_min((1 − γ)I + γW) = 1 − γ·(1 − λ_min(W)) > −1/3, i.e. γ < (4/3) / (1 − λ_min(W))
+    (algorithms/d2.py). 1 where W allows it (λ_min(W) > −1/3: complete graph, torus with
+    self-weights); 0.99 on an 8-node ring with 1/3 weights (λ_min = −1/3 exactly). A W that
+    D² cannot use (not symmetric, time-varying) gets 1 and D2's own one-line error."""
+    if topology.period != 1:
+        return 1.0
+    w = np.asarray(topology.weights_np(0), dtype=np.float64)
+    if not np.allclose(w, w.T, atol=1e-9):
+        return 1.0
+    lam = float(np.linalg.eigvalsh(w).min())
+    bound = (4.0 / 3.0 - 1e-6) / (1.0 - lam) if lam < 1.0 else math.inf  # the check keeps a 1e-9 margin
+    return min(1.0, (math.ceil(100.0 * bound) - 1) / 100.0)
+
+
 def default_lr(push_sum: bool, gamma: float) -> float:
     """Learning rate when ``optimizer.lr`` is null (and the data set sets none): 0.1, the
     digits main job's; 0.05 under push-sum with compressed gossip (γ < 1), where lr 0.1
@@ -183,6 +192,28 @@ def wire_compression(name: str, precision: str) -> str:
     return name
 
 
+#: algorithms without compression that run at precision=int8 with 8-bit models on the wire
+#: (D-PSGD / SGP mix Σ_j W_ij Q(x½_j), Q the per-tensor 8-bit quantizer; SPEC §4: "we send 8-bit")
+INT8_EXACT = ("dpsgd", "sgp")
+
+
+def int8_exact_models(algorithm: str, compression: str, wire: str) -> bool:
+    """True when ``precision=int8`` turned the dense wire of an algorithm that never
+    compresses into 8-bit models (D-PSGD, SGP). Other such algorithms (D², GUT, RelaySGD)
+    are refused with one line saying what to set: their exact recursions have no 8-bit
+    wire format here."""
+    cls = algorithm_class(algorithm)
+    if cls is None or cls.supports_compression or wire == compression:
+        return False
+    if str(compression).strip().lower() not in ("identity", "none"):  # topk with D-PSGD: make_algorithm's message
+        return False
+    if algorithm in INT8_EXACT:
+        return True
+    raise ConfigError("precision", f"algorithm '{algorithm}' exchanges exact fp32 models and has no 8-bit wire "
+                                   f"format; use precision=fp32, or at precision=int8 algorithm=dpsgd (8-bit models "
+                                   f"on the wire) or a compressed algorithm (choco, deepsqueeze)")
+
+
 def quant_spec(cfg: TrainConfig) -> QuantSpec | None:
     """The 8-bit training settings (None for precision=fp32); validates precision and quant.*."""
     check_precision(cfg.precision)
@@ -191,65 +222,18 @@ def quant_spec(cfg: TrainConfig) -> QuantSpec | None:
     return spec if cfg.precision == "int8" else None
 
 
-def _number(option: str, value: object, *, lo: float | None = None, lo_open: bool = False,
-            hi: float | None = None, hi_open: bool = False, integer: bool = False, allowed: str = "") -> None:
-    """One range check: a finite number (an integer if asked) in the given interval."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and integer and value != int(value):
-        ok = False
-    if ok and lo is not None:
-        ok = value > lo if lo_open else value >= lo
-    if ok and hi is not None:
-        ok = value < hi if hi_open else value <= hi
-    if not ok:
-        kind = "an integer" if integer else "a finite number"
-        raise ConfigError(option, f"must be {allowed or kind + ' ' + _interval(lo, lo_open, hi, hi_open)}, got {value!r}")
-
-
-def _interval(lo: float | None, lo_open: bool, hi: float | None, hi_open: bool) -> str:
-    if lo is not None and hi is not None:
-        return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-    if lo is not None:
-        return f"{'>' if lo_open else '>='} {lo:g}"
-    if hi is not None:
-        return f"{'<' if hi_open else '<='} {hi:g}"
-    return ""
-
-
 def check_scalars(cfg: TrainConfig) -> None:
-    """Range checks of plain options (the component factories check their own)."""
+    """Range checks of plain options (the component factories check their own):
+    :func:`~.validate.check_plain` (no torch needed; the CLI runs it first), then the
+    run name, the node limit and the algorithm's own options."""
     from .run_dir import check_run_name
 
-    _number("seed", cfg.seed, lo=0, hi=MAX_SEED, integer=True)
+    check_plain(cfg)
     if cfg.name is not None:
         check_run_name(cfg.name)
-    if not isinstance(cfg.out_dir, str) or not cfg.out_dir.strip() or "\0" in cfg.out_dir:
-        raise ConfigError("out_dir", f"must be a folder path, got {cfg.out_dir!r}")
-    if cfg.nodes < 2:
-        raise ConfigError("nodes", f"need at least 2 nodes, got {cfg.nodes}")
     from ..topology.graphs import MAX_NODES
     if cfg.nodes > MAX_NODES:
         raise ConfigError("nodes", f"at most {MAX_NODES} nodes, got {cfg.nodes}")
-    if not 0.0 <= cfg.skew <= 1.0:
-        raise ConfigError("skew", f"must be in [0, 1], got {cfg.skew}")
-    if cfg.epochs < 1:
-        raise ConfigError("epochs", f"must be >= 1, got {cfg.epochs}")
-    _number("epochs", cfg.epochs, lo=1, hi=MAX_EPOCHS, integer=True)
-    if cfg.eval_every < 1:
-        raise ConfigError("eval_every", f"must be >= 1, got {cfg.eval_every}")
-    d = cfg.data
-    if d.batch_size < 1:
-        raise ConfigError("data.batch_size", f"must be >= 1, got {d.batch_size}")
-    _number("data.eval_batch_size", d.eval_batch_size, lo=1, integer=True)
-    _number("data.test_fraction", d.test_fraction, lo=0, lo_open=True, hi=1, hi_open=True)
-    _number("data.seq_len", d.seq_len, lo=1, integer=True)
-    _number("data.vocab_size", d.vocab_size, lo=1, integer=True)
-    if cfg.model.width is not None:
-        _number("model.width", cfg.model.width, lo=1, integer=True)
-    _number("partition.alpha", cfg.partition.alpha, lo=0, lo_open=True)
-    _number("partition.shards_per_node", cfg.partition.shards_per_node, lo=1, integer=True)
-    if cfg.backend not in BACKENDS:
-        raise choice_error("backend", cfg.backend, BACKENDS)
     if cfg.algorithm.name not in ALGORITHMS:
         raise choice_error("algorithm", cfg.algorithm.name, ALGORITHMS)
     if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
@@ -257,37 +241,6 @@ def check_scalars(cfg: TrainConfig) -> None:
     _number("marsit.eta_s", cfg.marsit.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
     _number("marsit.K", cfg.marsit.K, lo=0, integer=True)
     check_allreduce_options(cfg.marsit.K, cfg.marsit.eta_s, cfg.marsit.reset)
-    if cfg.algorithm.consensus_rounds < 0:
-        raise ConfigError("algorithm.consensus_rounds", f"must be >= 0, got {cfg.algorithm.consensus_rounds}")
-    _number("algorithm.consensus_rounds", cfg.algorithm.consensus_rounds, lo=0, hi=MAX_EPOCHS, integer=True)
-    if cfg.algorithm.gamma is not None:
-        _number("algorithm.gamma", cfg.algorithm.gamma, lo=0, lo_open=True, hi=MAX_STEP)
-    o = cfg.optimizer
-    if o.lr is not None:  # null: default_lr once the topology is known
-        if not o.lr > 0:
-            raise ConfigError("optimizer.lr", f"must be > 0, got {o.lr}")
-        _number("optimizer.lr", o.lr, lo=0, lo_open=True, hi=MAX_STEP)
-    if o.momentum is not None:  # null: the algorithm's default (resolve_algorithm_defaults)
-        _number("optimizer.momentum", o.momentum, lo=0, hi=1, hi_open=True)
-    _number("optimizer.weight_decay", o.weight_decay, lo=0, hi=MAX_STEP)
-    if o.schedule not in SCHEDULES:
-        raise choice_error("optimizer.schedule", o.schedule, SCHEDULES)
-    _number("optimizer.warmup_epochs", o.warmup_epochs, lo=0)
-    if o.warmup_epochs > 0:
-        _number("optimizer.warmup_lr", o.warmup_lr, lo=0, lo_open=True, hi=MAX_STEP,
-                allowed="a finite number in (0, 10000] when optimizer.warmup_epochs > 0")
-    if not 0 < o.decay <= 1:
-        raise ConfigError("optimizer.decay", f"must be in (0, 1], got {o.decay}")
-    from .tb_log import check_mode
-    check_mode(cfg.tensorboard)
-    for m in o.milestones:
-        _number("optimizer.milestones", m, lo=0, allowed="a list of finite epochs >= 0")
-    if o.decay_every != 0:
-        _number("optimizer.decay_every", o.decay_every, lo=MIN_DECAY_EVERY,
-                allowed=f"0 (off) or a finite number of epochs >= {MIN_DECAY_EVERY:g}")
-    if not cfg.dist_timeout_s > 0:
-        raise ConfigError("dist_timeout_s", f"must be > 0 seconds, got {cfg.dist_timeout_s}")
-    _number("dist_timeout_s", cfg.dist_timeout_s, lo=0, lo_open=True, hi=MAX_TIMEOUT_S)
 
 
 def _memory_bytes(device: torch.device) -> int | None:
@@ -412,7 +365,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     if not isinstance(comm, RecordingCommunicator):  # logs the wire traffic for the simulated clock
         comm = RecordingCommunicator(comm)
 
-    task = make_task(cfg.loss if loss is None else loss)
+    task = make_task(cfg.loss if loss is None else loss, cfg.task,
+                     integer_targets=not dataset.is_regression)
     parse_chunk(cfg.sim.chunk)
     parse_compile(cfg.sim.compile)
     if module is None:
@@ -427,6 +381,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         if pretrained_dir is None:  # a checkpoint's weights stay; model=hf seeds its new head itself
             init_parameters(module, derive_seed(cfg.seed, "init"))
     model = StackedModel(module, device, nodes=comm.k, task=task, seed=cfg.seed, node_ids=comm.local_nodes)
+    warn_if_skewed(module, cfg.model.norm_stats, cfg.partition.name, cfg.skew)
     x0 = model.flat_parameters()
 
     c = cfg.compression
@@ -436,6 +391,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     gamma = cfg.algorithm.gamma if cfg.algorithm.gamma is not None else default_gamma(cfg.algorithm.name, wire, c.ratio,
                                                                                        cfg.optimizer.kind, cfg.optimizer.momentum,
                                                                                        push_sum)
+    if cfg.algorithm.gamma is None and cfg.algorithm.name == "d2":  # recorded: config.yaml reruns it
+        gamma = cfg.algorithm.gamma = defaults["algorithm.gamma"] = d2_default_gamma(topology)
     if cfg.optimizer.lr is None:  # recorded like the algorithm's defaults (config.yaml, summary.json)
         cfg.optimizer.lr = defaults["optimizer.lr"] = default_lr(push_sum, gamma)
     generators = node_generators(cfg.seed, "compress", comm.local_nodes)
@@ -445,7 +402,11 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                              reset=cfg.marsit.reset)
     else:
         options = {"mu": cfg.algorithm.mu} if cfg.algorithm.name in ("gut", "qg_gutm") else {}
-        algorithm = make_algorithm(cfg.algorithm.name, comm, compressor, gamma, push_sum, generators, **options)
+        eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
+        algorithm = make_algorithm(cfg.algorithm.name, comm, make_compressor("identity", model.layout) if
+                                   eight_bit_models else compressor, gamma, push_sum, generators, **options)
+        if eight_bit_models:  # D-PSGD at precision=int8: the models it mixes travel as 8-bit values
+            algorithm.compressor = compressor
 
     o = cfg.optimizer
     optimizer = make_optimizer(optimizer_kind_for(cfg.algorithm.name, o.kind), o.momentum, o.nesterov, o.weight_decay,

@@ -30,6 +30,8 @@ class Engine:
         algorithm.init_state(self.z)
         optimizer.init_state(self.z)
         self.step_count = 0
+        #: model.norm_stats: which running statistics node models use (train/norm_stats.py)
+        self.norm_stats = "local"
 
     def params(self) -> torch.Tensor:
         """Each local node's model ``[k, d]`` (de-biased under push-sum)."""
@@ -49,6 +51,7 @@ class Engine:
             direction = self.algorithm.local_direction(direction, x, lr, self.step_count)
             self.z.sub_(direction, alpha=lr)
             self.algorithm.step(self.z, self.step_count)
+        self._mix_buffers()
         if tracks:
             self.optimizer.after_gossip(x_before, self.params(), lr)
         self.step_count += 1
@@ -58,7 +61,14 @@ class Engine:
         """A gossip-only round (no gradient), as run at the end of training."""
         # gossip algorithms may say what a round without gradient is; all-reduce ones step
         getattr(self.algorithm, "consensus_step", self.algorithm.step)(self.z, self.step_count)
+        self._mix_buffers()
         self.step_count += 1
+
+    def _mix_buffers(self) -> None:
+        """``model.norm_stats=gossip``: the running statistics travel with the parameters."""
+        if self.norm_stats == "gossip" and self.model.buffers is not None:
+            from .norm_stats import mix_buffers
+            mix_buffers(self.comm, self.model.buffers, self.step_count)
 
     @torch.no_grad()
     def evaluate(self, x_test, y_test: torch.Tensor, batch_size: int = 1024) -> dict[str, object]:
@@ -72,11 +82,13 @@ class Engine:
         x_bar = self.comm.mean_over_nodes(x)
         # the averaged model runs with the node-averaged buffers (running statistics), if any
         b_bar = None if self.model.buffers is None else self.comm.mean_over_nodes(self.model.buffers).unsqueeze(0)
+        # model.norm_stats=average: node models also use b̄ (else their own buffers)
+        b_nodes = b_bar.expand(x.shape[0], -1).contiguous() if b_bar is not None and self.norm_stats == "average" else None
         avg_loss = torch.zeros((), device=x.device, dtype=torch.float64)
         avg_correct = torch.zeros((), device=x.device, dtype=torch.float64)
         for i in range(0, n_test, batch_size):
             xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
-            loss, correct = task.eval_sums(self.model.logits(x, xb), yb)
+            loss, correct = task.eval_sums(self.model.logits(x, xb, buffers=b_nodes), yb)
             node_loss += loss
             loss, avg_c = task.eval_sums(self.model.logits(x_bar.unsqueeze(0), xb, buffers=b_bar), yb)
             avg_loss += loss[0]

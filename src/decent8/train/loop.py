@@ -24,7 +24,7 @@ from tqdm import tqdm
 from .. import __version__
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..comm.base import Communicator
-from ..config import TrainConfig, from_dict, to_dict, to_yaml
+from ..config import TrainConfig, from_dict, partition_label, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
@@ -56,7 +56,7 @@ def default_run_stem(cfg: TrainConfig) -> str:
     :meth:`RunDir.create_unique` appends ``-XXXXXX`` (random hex), so runs started in the
     same second (with the same seed or not) never share a folder."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{run_label(cfg, '-')}-{cfg.topology.name}-n{cfg.nodes}-s{cfg.skew:g}-seed{cfg.seed}-{stamp}"
+    return f"{run_label(cfg, '-')}-{cfg.topology.name}-n{cfg.nodes}-{partition_label(cfg, True)}-seed{cfg.seed}-{stamp}"
 
 
 def run_label(cfg: TrainConfig, sep: str = "/") -> str:
@@ -73,7 +73,7 @@ def write_partition(run: RunDir, c: Components) -> None:
     counts = class_counts(c.parts, labels, c.dataset.partition_classes)
     lines = ["node," + ",".join(names)] + [f"{i}," + ",".join(map(str, row)) for i, row in enumerate(counts)]
     atomic_write_text(run.file("partition.csv"), "\n".join(lines) + "\n")
-    what = f"skew {c.cfg.skew:g}" if c.cfg.partition.name == "skew" else c.cfg.partition.name
+    what = partition_label(c.cfg)
     plot_class_heatmap(counts, run.file("partition.png"), title=f"{c.dataset.name}, {c.cfg.nodes} nodes, {what}",
                        class_names=names)
 
@@ -143,6 +143,20 @@ def choose_execution(c: Components, augment) -> ExecutionChoice:
     if c.comm.k == c.comm.num_nodes:  # the simulator (one process per node always runs c = 1)
         c.cfg.sim.chunk = choice.spec
     return choice
+
+
+def execution_record(choice: ExecutionChoice) -> dict[str, Any]:
+    """``execution.json``: the choice, its timings and where it came from (``source``)."""
+    from ..models.execution import _cache_file
+    record = choice.to_dict()
+    if choice.cached:
+        record["source"] = (f"this machine's cache ({_cache_file()}): timed by an earlier run"
+                            + ("" if choice.seconds_per_step else " that did not store its timings"))
+    elif choice.requested != "auto" or choice.nodes == 1:
+        record["source"] = f"sim.chunk={choice.requested} as configured (not timed)"
+    else:
+        record["source"] = "timed at the start of this run"
+    return record
 
 
 def resume_config(run: RunDir, named_code: dict[str, str] | None = None, trust_config: bool = False) -> TrainConfig:
@@ -284,7 +298,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                     new = RunDir.create_unique(cfg.out_dir, default_run_stem(cfg))
                     cfg.name = new.path.name
                 new.write_config(to_yaml(cfg))
-                atomic_write_text(new.file("execution.json"), json.dumps(execution.to_dict(), indent=2) + "\n")
+                atomic_write_text(new.file("execution.json"), json.dumps(execution_record(execution), indent=2) + "\n")
                 write_partition(new, c)
             except (ConfigError, OSError) as e:
                 if new is not None:
@@ -308,6 +322,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     if not quiet and resume is None:
         warn_small_shards(c)
     engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
+    engine.norm_stats = cfg.model.norm_stats  # running statistics of node models (norm_stats.py)
     timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
 
     start_epoch, wall_before, rows = 0, 0.0, []
@@ -319,7 +334,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             raise ConfigError("resume", f"the checkpoint in {run.path} is of epoch {start_epoch}, but the run has "
                                         f"{cfg.epochs} epochs")
         timer.load_state_dict(state.get("timing"))
-        rows = [r for r in run.read_metrics() if r["epoch"] <= start_epoch]
+        rows = [r for r in run.read_metrics() if r["epoch"] <= start_epoch and "after_consensus_rounds" not in r]
     elif resume is not None and comm.is_main:
         rows = []
     # after the checkpoint is checked: a refused resume writes nothing (not even an event file)
@@ -417,6 +432,12 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                        f"{final['averaged_model_loss']}, consensus distance {final['consensus_distance']})",
                        cfg.epochs, consensus=True)
     final["after_consensus_rounds"] = cfg.algorithm.consensus_rounds
+    before = rows[-1] if rows else {}
+    if cfg.algorithm.consensus_rounds > 0:  # the summary's numbers are the curves' last point
+        rows.append(final)
+        if comm.is_main:
+            run.write_metrics(rows)
+            plot_curves(rows, run.file("curves.png"), title=run.path.name)
     allreduce = c.algorithm.aggregates_updates  # all-reduce algorithms fix their own wire format
     bytes_per_iter = c.algorithm.message_bytes() if allreduce else c.compressor.nbytes() * c.algorithm.messages_per_step
     run_split = comm.mean_over_nodes(torch.tensor([timer.run_means()], dtype=torch.float64, device=c.device)
@@ -435,6 +456,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "min_node_accuracy": final.get("min_node_accuracy"),
         "max_node_accuracy": final.get("max_node_accuracy"),
         "node_accuracies": final.get("node_accuracies"),
+        "before_consensus_rounds": {k: before.get(k) for k in ("mean_node_accuracy", "averaged_model_accuracy",
+                                                                "mean_node_loss", "averaged_model_loss")},
         "mean_node_loss": final["mean_node_loss"],
         "averaged_model_loss": final["averaged_model_loss"],
         "final_train_loss": final["train_loss"],
@@ -444,7 +467,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "epochs": cfg.epochs,
         "consensus_rounds": cfg.algorithm.consensus_rounds,
         "nodes": cfg.nodes,
-        "skew": cfg.skew,
+        "skew": cfg.skew if cfg.partition.name == "skew" else None,  # the degree of skew of partition=skew
+        "partition": partition_label(cfg),
         "algorithm": cfg.algorithm.name,
         "push_sum": c.push_sum,
         "gamma": c.gamma,
@@ -453,6 +477,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "topology": cfg.topology.name,
         "model": cfg.model.name if given.get("module") is None else type(c.model.module).__name__,
         "loss": c.model.task.name,
+        "task": "classification" if c.model.task.classification else "regression",
+        "norm_stats": cfg.model.norm_stats,
         "sim_chunk": c.model.chunk,
         "sim_compile": c.model.compiled,
         "sim_compile_failure": c.model.compile_failure,

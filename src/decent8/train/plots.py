@@ -83,6 +83,12 @@ def plot_curves(rows: list[dict[str, Any]], path: str | os.PathLike, title: str 
         ax1.semilogy(ep, [r["averaged_model_loss"] for r in rows], "--", marker=mk, mfc="none",
                      label="averaged model")
         ax1.set_ylabel("test loss")
+    last = rows[-1]
+    if last.get("after_consensus_rounds"):  # the final evaluation, after the gossip-only rounds (= summary.json)
+        key = "accuracy" if last.get("mean_node_accuracy") is not None else "loss"
+        scale = 100 if key == "accuracy" else 1
+        ax1.plot([last["epoch"]] * 2, [scale * last[f"mean_node_{key}"], scale * last[f"averaged_model_{key}"]],
+                 "*", color="k", markersize=9, label=f"after {last['after_consensus_rounds']} consensus rounds")
     ax1.legend(loc="lower right", fontsize=8)
     ax2.plot(ep, [r["train_loss"] for r in rows], marker=mk, label="train (mean over nodes)")
     ax2.plot(ep, [r["averaged_model_loss"] for r in rows], "--", marker=mk, mfc="none", label="test, averaged model")
