@@ -139,7 +139,7 @@ def _far_least_squares(n=8, m=40, d=3, center=3.0, spread=3.0):
     return A, b, torch.linalg.solve(H, torch.einsum("kmd,km->d", A.double(), b.double()))
 
 
-def _heterogeneous_run(name, steps, push_sum=False, topology="ring", gamma=1.0, lr=0.3, epoch=10):
+def _heterogeneous_run(name, steps, push_sum=False, topology="ring", gamma=1.0, lr=0.3, epoch=10, cls=None):
     """Full-batch steps through the algorithm object; every ``epoch`` steps the rows of each
     node's batch are reshuffled (same gradient, another float32 summation order).
     Returns the distance of the worst node to x* every 100 steps."""
@@ -147,7 +147,9 @@ def _heterogeneous_run(name, steps, push_sum=False, topology="ring", gamma=1.0, 
     n, m, d = A.shape
     topo = make_topology(topology, n)
     ident = make_compressor("identity", ParamLayout.single(d))
-    algo = make_algorithm(name, SimulatorCommunicator(topo), ident, gamma=gamma, push_sum=push_sum)
+    comm = SimulatorCommunicator(topo)
+    algo = (cls(comm, ident, gamma=gamma, push_sum=push_sum) if cls is not None
+            else make_algorithm(name, comm, ident, gamma=gamma, push_sum=push_sum))
     shuffle = torch.Generator().manual_seed(1)
     z = torch.zeros(n, d)
     algo.init_state(z)
