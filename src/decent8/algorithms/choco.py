@@ -53,6 +53,7 @@ class ChocoSGD(GossipAlgorithm):
         #: u = s − x̂ = Σ_j W_ij x̂_j − x̂_i as a float32 pair u ≈ hi + lo (see the module docstring)
         self.res_hi = torch.zeros_like(x, dtype=torch.float32)
         self.res_lo = torch.zeros_like(x, dtype=torch.float32)
+        self._diff = torch.empty_like(x)   # workspace for x½ − x̂ (no [k, d] allocation per step)
 
     def buffers(self) -> dict[str, torch.Tensor]:
         return {**super().buffers(), "x_hat": self.x_hat, "res_hi": self.res_hi, "res_lo": self.res_lo}
@@ -75,7 +76,7 @@ class ChocoSGD(GossipAlgorithm):
         return self.residual + self.x_hat
 
     def _gossip(self, z: torch.Tensor, step: int) -> None:
-        payload = self._encode(z - self.x_hat)
+        payload = self._encode(torch.sub(z, self.x_hat, out=self._diff))
         sparse = self.compressor.decode_sparse(payload)
         if sparse is None:
             q = self.compressor.decode(payload)
@@ -85,5 +86,7 @@ class ChocoSGD(GossipAlgorithm):
             cols, vals = sparse
             self.x_hat.scatter_add_(1, cols, vals)                 # x̂ ← x̂ + q at the K positions
             inc = self.comm.exchange_increment(payload, self.compressor, step, sparse=sparse)
-        compensated.accumulate(self.res_hi, self.res_lo, inc)     # u ← u + Σ_j W_ij q_j − q_i
+        if isinstance(inc, torch.Tensor) and getattr(self, "_work64", None) is None:
+            self._work64 = torch.empty_like(inc)                   # dense messages: a float64 workspace
+        compensated.accumulate(self.res_hi, self.res_lo, inc, getattr(self, "_work64", None))  # u ← u + Σ_j W_ij q_j − q_i
         z.add_(self.res_hi, alpha=self.gamma)                     # x ← x½ + γ u

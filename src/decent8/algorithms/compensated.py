@@ -20,22 +20,26 @@ import torch
 from ..comm.base import SparseIncrement
 
 
-def accumulate(hi: torch.Tensor, lo: torch.Tensor, inc: "torch.Tensor | SparseIncrement") -> None:
+def accumulate(hi: torch.Tensor, lo: torch.Tensor, inc: "torch.Tensor | SparseIncrement",
+               work: torch.Tensor | None = None) -> None:
     """(hi, lo) ← split(hi + lo + inc) in place; ``inc`` a dense float64 ``[k, d]`` tensor
-    (consumed) or a :class:`~decent8.comm.base.SparseIncrement`."""
+    (consumed) or a :class:`~decent8.comm.base.SparseIncrement`. ``work``: an optional
+    float64 ``[k, d]`` workspace for the dense form (mixed float32/float64 binary ops are
+    the slow kind on CPU, so every float32 operand is first copied into float64)."""
     if isinstance(inc, torch.Tensor):
-        cur = inc.add_(hi).add_(lo)            # float64
-        hi.copy_(cur)                          # round to nearest float32
-        lo.copy_(cur.sub_(hi))                 # the rest, itself rounded to float32
+        w = torch.empty_like(inc) if work is None else work
+        inc.add_(w.copy_(hi)).add_(w.copy_(lo))   # float64 hi + lo + inc
+        hi.copy_(inc)                             # round to nearest float32
+        lo.copy_(inc.sub_(w.copy_(hi)))           # the rest, itself rounded to float32
         return
     d = hi.shape[1]
     hv, lv = hi.view(-1), lo.view(-1)
-    for rows, cols, vals in inc.slots:         # positions are distinct inside a slot
+    for rows, cols, vals in inc.slots:            # positions are distinct inside a slot
         flat = cols.add(rows.unsqueeze(1), alpha=d).view(-1)
-        cur = hv[flat].double().add_(lv[flat]).add_(vals.view(-1))
+        cur = hv[flat].double().add_(lv[flat].double()).add_(vals.view(-1))
         h = cur.float()
         hv[flat] = h
-        lv[flat] = cur.sub_(h).float()
+        lv[flat] = cur.sub_(h.double()).float()
 
 
 def value(hi: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:

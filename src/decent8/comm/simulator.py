@@ -89,8 +89,10 @@ class SimulatorCommunicator(Communicator):
     ) -> "torch.Tensor | SparseIncrement":
         """Sparse messages: the increment's entries, one slot per :meth:`edge_slots` slot
         (what node dst receives from src at src's K positions, times W_{dst,src} − δ)."""
-        if sparse is None:
-            return super().exchange_increment(payload, compressor, step, decoded=decoded)
+        if sparse is None:                      # dense: (W − I) q with q in float64 once (same-dtype ops)
+            self._count(payload.nbytes_per_node(), step)
+            q64 = (compressor.decode(payload) if decoded is None else decoded).to(torch.float64)
+            return (self.weights(step, torch.float64) @ q64).sub_(q64)
         self._count(payload.nbytes_per_node(), step)
         cols, vals = sparse
         vals = vals.to(torch.float64)

@@ -242,7 +242,11 @@ class TopKCompressor(SparseCompressor):
         }
 
     def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
-        return x.abs()
+        # |x| into a workspace kept between calls (read only inside _gather)
+        ws = getattr(self, "_score_ws", None)
+        if ws is None or ws.shape != x.shape or ws.dtype != x.dtype or ws.device != x.device:
+            ws = self._score_ws = torch.empty_like(x)
+        return torch.abs(x, out=ws)
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)
