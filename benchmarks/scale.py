@@ -58,7 +58,8 @@ def state_bytes(eng) -> dict[str, int]:
     once): by part. Messages: 2 × the bytes one step hands to the network."""
     nb = lambda t: t.numel() * t.element_size()  # noqa: E731
     parts = {"z": 2 * nb(eng.z), "grad": 2 * nb(eng.z)}
-    opt = [v for v in vars(eng.optimizer).values() if isinstance(v, torch.Tensor) and v.shape[:1] == eng.z.shape[:1]]
+    opt = [v for name, v in vars(eng.optimizer).items()  # its state (momentum), not its workspaces (_name)
+           if not name.startswith("_") and isinstance(v, torch.Tensor) and v.shape[:1] == eng.z.shape[:1]]
     parts["optimizer"] = 2 * sum(nb(t) for t in opt)
     parts["algorithm"] = 2 * sum(nb(t) for t in eng.algorithm.buffers().values() if t is not None)
     parts["messages"] = 2 * int(eng.last_step_bytes)
