@@ -2,7 +2,8 @@
 
 Times one gossip step (compress, exchange, update) of the simulator for ``k`` nodes
 with ``d`` parameters each, median of repeated steps after warm-up, for
-  * new — ``ChocoSGD``: x̂ float32, u = s − x̂ float64, float64 mixing sum,
+  * new — ``ChocoSGD``: x̂ float32, u = s − x̂ exact (float64 until issue 31, a float32
+    (hi, lo) pair since issue 32), float64 mixing increment,
   * old — the pre-issue-12 form: x̂ and s = Σ_j W_ij x̂_j both float32 running sums,
 and prints the ratio and the buffer bytes per node.
 
@@ -28,14 +29,17 @@ class RunningSumChoco(ChocoSGD):
 
     def init_state(self, x):
         super().init_state(x)
-        self.residual = torch.zeros_like(x)  # holds s here
+        self.s = torch.zeros_like(x)
+
+    def buffers(self):
+        return {"x_hat": self.x_hat, "s": self.s}
 
     def _gossip(self, z, step):
         payload = self._encode(z - self.x_hat)
         q = self.compressor.decode(payload)
         self.x_hat += q
-        self.residual += self.comm.exchange(payload, self.compressor, step, decoded=q)
-        z.add_(self.residual - self.x_hat, alpha=self.gamma)
+        self.s += self.comm.exchange(payload, self.compressor, step, decoded=q)
+        z.add_(self.s - self.x_hat, alpha=self.gamma)
 
 
 def time_step(cls, comp, topo, k, d, device, steps):
@@ -52,7 +56,7 @@ def time_step(cls, comp, topo, k, d, device, steps):
             torch.cuda.synchronize()
         if t >= 3:
             times.append(time.perf_counter() - t0)
-    nbytes = sum(b.element_size() * b[0].numel() for b in (algo.x_hat, algo.residual))
+    nbytes = sum(b.element_size() * b[0].numel() for b in algo.buffers().values())
     return statistics.median(times), nbytes
 
 

@@ -86,7 +86,5 @@ class ChocoSGD(GossipAlgorithm):
             cols, vals = sparse
             self.x_hat.scatter_add_(1, cols, vals)                 # x̂ ← x̂ + q at the K positions
             inc = self.comm.exchange_increment(payload, self.compressor, step, sparse=sparse)
-        if isinstance(inc, torch.Tensor) and getattr(self, "_work64", None) is None:
-            self._work64 = torch.empty_like(inc)                   # dense messages: a float64 workspace
-        compensated.accumulate(self.res_hi, self.res_lo, inc, getattr(self, "_work64", None))  # u ← u + Σ_j W_ij q_j − q_i
+        compensated.accumulate(self.res_hi, self.res_lo, inc)     # u ← u + Σ_j W_ij q_j − q_i
         z.add_(self.res_hi, alpha=self.gamma)                     # x ← x½ + γ u
