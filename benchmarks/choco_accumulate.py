@@ -2,11 +2,14 @@
 
 Times one gossip step (compress, exchange, update) of the simulator for ``k`` nodes
 with ``d`` parameters each, median of repeated steps after warm-up, for
-  * new — ``ChocoSGD``: x̂ float32, u = s − x̂ float64, float64 mixing sum,
+  * new — ``ChocoSGD``: x̂ float32, u = s − x̂ exact (float64 until issue 31, a float32
+    (hi, lo) pair since issue 32), float64 mixing increment,
   * old — the pre-issue-12 form: x̂ and s = Σ_j W_ij x̂_j both float32 running sums,
 and prints the ratio and the buffer bytes per node.
 
     python benchmarks/choco_accumulate.py [--d 270000] [--nodes 8] [--device cpu]
+
+(CPU: process CPU time; run with OMP_NUM_THREADS=1.)
 """
 from __future__ import annotations
 
@@ -28,17 +31,22 @@ class RunningSumChoco(ChocoSGD):
 
     def init_state(self, x):
         super().init_state(x)
-        self.residual = torch.zeros_like(x)  # holds s here
+        self.s = torch.zeros_like(x)
+
+    def buffers(self):
+        return {"x_hat": self.x_hat, "s": self.s}
 
     def _gossip(self, z, step):
         payload = self._encode(z - self.x_hat)
         q = self.compressor.decode(payload)
         self.x_hat += q
-        self.residual += self.comm.exchange(payload, self.compressor, step, decoded=q)
-        z.add_(self.residual - self.x_hat, alpha=self.gamma)
+        self.s += self.comm.exchange(payload, self.compressor, step, decoded=q)
+        z.add_(self.s - self.x_hat, alpha=self.gamma)
 
 
 def time_step(cls, comp, topo, k, d, device, steps):
+    # process CPU time on CPU (the machine is shared: wall time moved 2× between runs)
+    clock = time.process_time if device.type == "cpu" else time.perf_counter
     algo = cls(SimulatorCommunicator(topo, device), comp, gamma=0.05)
     z = torch.randn(k, d, device=device, generator=torch.Generator(device).manual_seed(0))
     algo.init_state(z)
@@ -46,13 +54,13 @@ def time_step(cls, comp, topo, k, d, device, steps):
     for t in range(steps + 3):
         if device.type == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0 = clock()
         algo.step(z, t)
         if device.type == "cuda":
             torch.cuda.synchronize()
         if t >= 3:
-            times.append(time.perf_counter() - t0)
-    nbytes = sum(b.element_size() * b[0].numel() for b in (algo.x_hat, algo.residual))
+            times.append(clock() - t0)
+    nbytes = sum(b.element_size() * b[0].numel() for b in algo.buffers().values())
     return statistics.median(times), nbytes
 
 

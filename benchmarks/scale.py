@@ -13,6 +13,16 @@ The engine, batch and timing are those of ``benchmarks/stacking.py`` (imported).
 
 A case is ``model:n`` or ``model:n:chunk`` (a fixed ``sim.chunk`` instead of ``auto``,
 e.g. where timing every candidate chunk would take longer than the measurement).
+
+Memory floor (issue 32): the bytes of ``[n, d]`` state one iteration must read and write
+at least once each — parameters z, the gradient (written by backward, read by the
+optimizer), the optimizer's buffers (momentum), the algorithm's buffers (Choco: x̂ and
+its residual, in their stored dtypes) and the messages (written by the sender, read by
+each receiver: 2 × the bytes the communicator counted for the step) — divided by this
+machine's copy bandwidth, measured in the same process just before the case (``dst.copy_(src)``
+of 256 MiB float32, (read + write bytes) / time, same clock and threads as the step).
+``measured / floor`` says how far the iteration is from moving its state at memory
+speed (the floor ignores the forward/backward arithmetic and the activations).
 """
 from __future__ import annotations
 
@@ -30,7 +40,30 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-DEFAULT_CASES = ["cnn:8", "cnn:64", "cnn:256", "cnn:1024", "resnet20:8", "resnet20:32", "resnet20:64"]
+DEFAULT_CASES = ["cnn:8", "cnn:64", "cnn:256", "cnn:1024", "mlp:256", "resnet20:8", "resnet20:32", "resnet20:64"]
+
+
+def copy_bandwidth(device: torch.device, mib: int = 256, repeats: int = 5) -> float:
+    """Bytes per second (read + write) of ``dst.copy_(src)`` on ``mib`` MiB of float32, best of ``repeats``."""
+    import stacking
+    src = torch.ones(mib * 2**18, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # touch the pages
+    best = min(stacking.timed(lambda: dst.copy_(src), 1, device) for _ in range(repeats))
+    return 2 * src.numel() * src.element_size() / best
+
+
+def state_bytes(eng) -> dict[str, int]:
+    """Bytes of ``[n, d]`` state one iteration of ``eng`` must read and write (each at least
+    once): by part. Messages: 2 × the bytes one step hands to the network."""
+    nb = lambda t: t.numel() * t.element_size()  # noqa: E731
+    parts = {"z": 2 * nb(eng.z), "grad": 2 * nb(eng.z)}
+    opt = [v for name, v in vars(eng.optimizer).items()  # its state (momentum), not its workspaces (_name)
+           if not name.startswith("_") and isinstance(v, torch.Tensor) and v.shape[:1] == eng.z.shape[:1]]
+    parts["optimizer"] = 2 * sum(nb(t) for t in opt)
+    parts["algorithm"] = 2 * sum(nb(t) for t in eng.algorithm.buffers().values() if t is not None)
+    parts["messages"] = 2 * int(eng.last_step_bytes)
+    return parts
 
 
 def rss_bytes() -> int:
@@ -52,6 +85,11 @@ def run_case(model: str, n: int, chunk: str, rounds: int, steps: int, device: to
     choice = choose_chunk(sm, eng.params(), x, y, chunk, steps=1, use_cache=False)
     choose_s = time.perf_counter() - t0
     step = lambda: eng.train_step(x, y, 1e-4)  # noqa: E731
+    sent = eng.comm.bytes_sent.sum().item()
+    step()
+    eng.last_step_bytes = eng.comm.bytes_sent.sum().item() - sent
+    parts = state_bytes(eng)
+    bandwidth = copy_bandwidth(device)
     times = [stacking.timed(step, steps, device) for _ in range(rounds)]
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)
@@ -71,7 +109,8 @@ def run_case(model: str, n: int, chunk: str, rounds: int, steps: int, device: to
     step_s, ref_s = statistics.median(times), statistics.median(ref)
     return {"model": model, "n": n, "chunk": choice.chunk, "requested": chunk, "step_s": step_s, "ref_s": ref_s,
             "ratio": step_s / ref_s, "peak_bytes": peak, "per_node_bytes": (peak - before) / n,
-            "choose_s": choose_s, "params": sm_dim(model)}
+            "choose_s": choose_s, "params": sm_dim(model), "state_bytes": parts, "bandwidth": bandwidth,
+            "floor_s": sum(parts.values()) / bandwidth, "vs_floor": step_s / (sum(parts.values()) / bandwidth)}
 
 
 def sm_dim(model: str) -> int:
@@ -98,9 +137,9 @@ def main() -> None:
     mem = "peak allocated CUDA memory" if device.type == "cuda" else "peak resident set of the case's process"
     print(f"# decent8 {decent8.__version__}, torch {torch.__version__}, {device}, {torch.get_num_threads()} threads; "
           f"median of {args.rounds} rounds × {args.steps} steps; clock={clock}; memory={mem}")
-    print("| model | n | params/node | chunk | 1 model, n×b samples (s) | n nodes (s) | ratio | peak memory (MiB) "
-          "| per node (KiB) | chunk choice (s) |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| model | n | params/node | chunk | 1 model, n×b samples (s) | n nodes (s) | ratio | state bytes/iter (MiB) "
+          "| copy GB/s | memory floor (s) | measured / floor | peak memory (MiB) | per node (KiB) | chunk choice (s) |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case in args.cases:
         cmd = [sys.executable, __file__, "--one", case, "--rounds", str(args.rounds), "--steps", str(args.steps),
                "--device", args.device]
@@ -108,12 +147,13 @@ def main() -> None:
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode != 0 or not lines:
             err = (proc.stderr.strip().splitlines() or ["?"])[-1][:160]
-            print(f"| {case} | failed: {err} |||||||||", flush=True)
+            print(f"| {case} | failed: {err} |||||||||||||", flush=True)
             continue
         r = json.loads(lines[-1][7:])
         chunk = f"{r['chunk']} ({'auto' if r['requested'] == 'auto' else 'fixed'})"
         print(f"| {r['model']} | {r['n']} | {r['params']} | {chunk} | {r['ref_s']:.4f} | {r['step_s']:.4f} | "
-              f"{r['ratio']:.2f} | {r['peak_bytes'] / 2**20:.0f} | {r['per_node_bytes'] / 1024:.0f} | "
+              f"{r['ratio']:.2f} | {sum(r['state_bytes'].values()) / 2**20:.1f} | {r['bandwidth'] / 1e9:.1f} | "
+              f"{r['floor_s']:.4f} | {r['vs_floor']:.1f} | {r['peak_bytes'] / 2**20:.0f} | {r['per_node_bytes'] / 1024:.0f} | "
               f"{r['choose_s']:.1f} |", flush=True)
 
 

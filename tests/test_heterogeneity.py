@@ -103,10 +103,11 @@ def test_gradient_tracking_sends_two_messages_per_step_and_tracks_the_average():
     comm = SimulatorCommunicator(make_topology("directed_ring", 8))
     engine = make_engine("gt", comm, A, b)
     for _ in range(5):
+        _, g = engine.model.loss_and_grad(engine.params())   # the direction of this step (momentum 0)
         engine.train_step(None, None, 0.05)
-        _, g = engine.model.loss_and_grad(engine.params())
-    # Σ_i y_i equals Σ_i of the last local directions
-    assert torch.allclose(engine.algorithm.y.sum(0), engine.algorithm.d_prev.sum(0), atol=1e-5)
+    # Σ_i y_i equals Σ_i of the last local directions: the tracking error e = y − d sums to 0
+    assert torch.allclose(engine.algorithm.y.sum(0), g.sum(0), atol=1e-5)
+    assert engine.algorithm.e.sum(0).abs().max().item() < 1e-12
     # first step has no tracker message: 1 + 2·4 messages of 5 float32 to one out-neighbour
     assert comm.bytes_sent.tolist() == [9 * 5 * 4.0] * 8
     engine.consensus_round()                                 # gossip-only: the model alone

@@ -230,3 +230,36 @@ def test_reference_flag_is_checked():
         make_partition("dirichlet", y, 2, 0, reference=True)
     with pytest.raises(ConfigError, match="partition.reference"):
         make_partition("skew", y, 2, 0, skew=0.5, reference="yes")
+
+
+def _dirichlet_reference(labels, n, alpha, seed, min_size=1, max_tries=1000):
+    """The per-node loop dirichlet_partition was before issue 32 (same rng calls)."""
+    y = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    class_idx = [np.flatnonzero(y == c) for c in np.unique(y)]
+    for _ in range(max_tries):
+        buckets = [[] for _ in range(n)]
+        for idx in class_idx:
+            idx = idx[rng.permutation(idx.size)]
+            p = rng.dirichlet(np.full(n, float(alpha)))
+            cuts = np.floor(np.cumsum(p)[:-1] * idx.size + 1e-9).astype(np.int64)
+            for i, piece in enumerate(np.split(idx, cuts)):
+                buckets[i].append(piece)
+        parts = [np.concatenate(b).astype(np.int64) for b in buckets]
+        if min(p.size for p in parts) >= min_size:
+            return parts
+
+
+def test_vectorised_dirichlet_partition_equals_the_per_node_loop_and_scales_to_10000_nodes():
+    import time
+    from decent8.data.partition import _EPS, dirichlet_partition
+    assert _EPS == 1e-9
+    labels = np.random.default_rng(1).integers(0, 10, 3000)
+    for n, alpha, seed in ((7, 0.3, 0), (50, 1.0, 3), (200, 5.0, 2)):
+        got, ref = dirichlet_partition(labels, n, alpha, seed), _dirichlet_reference(labels, n, alpha, seed)
+        assert len(got) == len(ref) and all(np.array_equal(a, b) for a, b in zip(got, ref))
+    big = np.random.default_rng(0).integers(0, 10, 60000)
+    t0 = time.perf_counter()
+    parts = dirichlet_partition(big, 10_000, 10.0, 0)
+    assert time.perf_counter() - t0 < 10.0          # 0.8 s here (the per-node loop: 27 s)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(60000)) and min(p.size for p in parts) >= 1

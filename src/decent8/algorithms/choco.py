@@ -26,14 +26,21 @@ is compressed next, so its rounding acts like compression error, which Choco's n
 message corrects, and does not enter Σ_i u_i.
 
 Wire: unchanged (payloads as before; the float64 sum is formed after decoding).
-Memory: x̂ (4 B) + u (8 B) = 12 B per parameter instead of 8 B. Time: measured in
-benchmarks/choco_accumulate.py. The arithmetic lives here and in the communicator's
-mixing sum, so the simulator and the distributed backend run the same fix.
+
+Exact and fast (issue 32). The residual is stored as a float32 pair u ≈ hi + lo
+(algorithms/compensated.py: the same value to 2⁻⁴⁸, 8 bytes per entry like float64) and
+the update reads hi: z ← x½ + γ·hi is a float32 pass. The increment Σ_j W_ij q_j − q_i
+comes from the communicator in float64 (``exchange_increment``): dense, or — for sparse
+messages (top-k, random-k: ``compressor.decode_sparse``) — as the K received entries per
+edge, so x̂ and u are updated at those positions only (scatter) instead of decoding q
+densely and multiplying by a float64 W. Both backends run this code (the distributed
+rank takes the dense form). Memory: x̂ (4 B) + u (8 B) = 12 B per parameter.
 """
 from __future__ import annotations
 
 import torch
 
+from . import compensated
 from .base import GossipAlgorithm
 
 
@@ -43,16 +50,25 @@ class ChocoSGD(GossipAlgorithm):
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)
         self.x_hat = torch.zeros_like(x)
-        #: u = s − x̂ = Σ_j W_ij x̂_j − x̂_i, float64 (see the module docstring)
-        self.residual = torch.zeros_like(x, dtype=torch.float64)
+        #: u = s − x̂ = Σ_j W_ij x̂_j − x̂_i as a float32 pair u ≈ hi + lo (see the module docstring)
+        self.res_hi = torch.zeros_like(x, dtype=torch.float32)
+        self.res_lo = torch.zeros_like(x, dtype=torch.float32)
+        self._diff = torch.empty_like(x)   # workspace for x½ − x̂ (no [k, d] allocation per step)
 
     def buffers(self) -> dict[str, torch.Tensor]:
-        return {**super().buffers(), "x_hat": self.x_hat, "residual": self.residual}
+        return {**super().buffers(), "x_hat": self.x_hat, "res_hi": self.res_hi, "res_lo": self.res_lo}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         super().load_state_dict(state)
-        if "residual" not in state and "neighbour_sum" in state:  # checkpoints before issue 12 kept s
-            self.residual.copy_(state["neighbour_sum"].to(self.residual) - self.x_hat)
+        if "res_hi" not in state and "residual" in state:         # issue 12–31: u in float64
+            compensated.split_(self.res_hi, self.res_lo, state["residual"])
+        elif "res_hi" not in state and "neighbour_sum" in state:  # checkpoints before issue 12 kept s
+            compensated.split_(self.res_hi, self.res_lo, state["neighbour_sum"].double() - self.x_hat.double())
+
+    @property
+    def residual(self) -> torch.Tensor:
+        """u_i = s_i − x̂_i (float64, computed from the pair)."""
+        return compensated.value(self.res_hi, self.res_lo)
 
     @property
     def neighbour_sum(self) -> torch.Tensor:
@@ -60,9 +76,15 @@ class ChocoSGD(GossipAlgorithm):
         return self.residual + self.x_hat
 
     def _gossip(self, z: torch.Tensor, step: int) -> None:
-        payload = self._encode(z - self.x_hat)
-        q = self.compressor.decode(payload)
-        self.x_hat += q
-        mixed = self.comm.exchange(payload, self.compressor, step, decoded=q, dtype=torch.float64)  # Σ_j W_ij q_j
-        self.residual += mixed.sub_(q)
-        z.add_(self.residual, alpha=self.gamma)  # formed in float64, rounded once into z
+        payload = self._encode(torch.sub(z, self.x_hat, out=self._diff))
+        sparse = self.compressor.decode_sparse(payload)
+        if sparse is None:
+            q = self.compressor.decode(payload)
+            self.x_hat += q
+            inc = self.comm.exchange_increment(payload, self.compressor, step, decoded=q)
+        else:
+            cols, vals = sparse
+            self.x_hat.scatter_add_(1, cols, vals)                 # x̂ ← x̂ + q at the K positions
+            inc = self.comm.exchange_increment(payload, self.compressor, step, sparse=sparse)
+        compensated.accumulate(self.res_hi, self.res_lo, inc)     # u ← u + Σ_j W_ij q_j − q_i
+        z.add_(self.res_hi, alpha=self.gamma)                     # x ← x½ + γ u

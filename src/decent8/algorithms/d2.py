@@ -21,8 +21,22 @@ Requirements (checked, one-line ConfigError): W symmetric and static (one phase)
 no push-sum (column-stochastic W is not symmetric); no compression (the compressed
 form is LEAD, Liu et al. 2021, not built here). The local direction g is the optimizer's
 (plain SGD with momentum 0; with local momentum the correction uses the momentum
-direction). Precision: float32 ``[k, d]`` state, one extra model-sized buffer per node;
-bytes per step: one dense message per out-neighbour, as D-PSGD.
+direction). Bytes per step: one dense message per out-neighbour, as D-PSGD.
+
+Numerics (issue 32, the treatment Choco-SGD got in issue 12). c is a pure integrator:
+exactly, c ← c + γ (Σ_j W_ij φ_j − φ_i), so Σ_i c_i = γ Σ_j (Σ_i W_ij − 1) φ_j summed
+over time = 0, and the node average moves by x̄ ← x̄ − η ḡ + c̄. Any rounding that enters
+c̄ stays there and shifts the fixed point by c̄ / (η H): with a float32 c (and float32
+weights, 1/3 rounding so rows sum to 1 + 3e-8) the distance to the optimum grew
+linearly in time (docs/results/exact_state.md). So c is kept in **float64** and updated
+by its increment, with the neighbour sum formed in float64 from the float32 message φ̃
+every neighbour received (``exchange(..., dtype=float64)``, W exact to 2⁻⁵³)::
+
+    φ̃ = fl32(x½ + c);   c ← c + γ (Σ_j W_ij φ̃_j − φ̃_i);   x ← fl32(x½ + c)
+
+(the same algorithm in exact arithmetic: x = φ + γ(Wφ − φ) and c = x − x½). Σ_i c_i then
+stays ~2⁻⁵³-small; the rounding of φ̃ and x is not integrated (the gradient corrects it).
+Memory: c 8 B per parameter; wire unchanged.
 """
 from __future__ import annotations
 
@@ -58,17 +72,14 @@ class D2(GossipAlgorithm):
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)
-        self.correction = torch.zeros_like(x)
+        #: c = x^t − ψ^{t−1}, float64 (see the module docstring)
+        self.correction = torch.zeros_like(x, dtype=torch.float64)
 
     def buffers(self) -> dict[str, torch.Tensor]:
         return {**super().buffers(), "correction": self.correction}
 
     def _gossip(self, z: torch.Tensor, step: int) -> None:
-        half = z.clone()
-        z.add_(self.correction)                                   # φ = x½ + x^t − ψ^{t−1}
-        mixed = self.comm.exchange(self._encode(z), self.compressor, step)
-        if self.gamma == 1.0:
-            z.copy_(mixed)
-        else:
-            z.add_(mixed - z, alpha=self.gamma)
-        torch.sub(z, half, out=self.correction)                   # x^{t+1} − ψ^t
+        phi = (z + self.correction).to(z.dtype)                   # φ̃ = fl32(x½ + x^t − ψ^{t−1})
+        mixed = self.comm.exchange(self._encode(phi), self.compressor, step, dtype=torch.float64)
+        self.correction.add_(mixed.sub_(phi), alpha=self.gamma)  # c ← c + γ (Σ_j W_ij φ̃_j − φ̃_i)
+        z.copy_(self.correction.add(z))                           # x^{t+1} = x½ + c, rounded once

@@ -23,19 +23,35 @@ Composition:
 
 * Compression (BEER; Zhao et al. 2022): both x and y are gossiped through Choco-SGD
   public copies, q = C(v − v̂), v̂ ← v̂ + q, s ← s + Σ_j W_ij q_j, v ← v + γ (s − v̂);
-  two compressed messages per step. With the identity compressor the exact form above
-  is used.
+  two compressed messages per step (s − v̂ kept as Choco's residual, below). With the
+  identity compressor the exact form above is used.
 * Push-sum (Push-DIGing; Nedić, Olshevsky & Shi 2017): on column-stochastic W the
   numerator z takes the step z ← C(z − lr·y), ω ← C ω, the gradient is taken at z / ω
   and y mixes with the same column-stochastic C. Exact messages only (compressed
   push-sum gradient tracking is not supported: no published analysis).
 * Quasi-global momentum is not defined for a tracked direction (optimizer.kind=local).
 
-Precision: x, y and all buffers are float32 ``[k, d]``; with ``precision=int8`` the two
-messages travel in the 8-bit wire format (Choco-style public copies then keep the error
-out of the sum). Extra memory: y and d^{t−1} (two model-sized buffers per node), plus
-four public-copy buffers with compression. Bytes per step: 2 × message size per
-out-neighbour.
+Numerics (issue 32, the treatment Choco-SGD got in issue 12). The tracker's average is
+a pure integrator: Σ_i y_i = Σ_i d_i holds only if nothing that enters y is lost, and
+y ← W y + d − d_prev in float32 integrates every rounding — of W (1/3 rounds so rows sum
+to 1 + 3e-8), of the mixing sum and of adding d − d_prev, which is not 0 at the fixed
+point when the summation order of the gradient changes (a reshuffled batch): the
+distance to the optimum grew linearly in time (docs/results/exact_state.md). So the
+state is the *tracking error* e_i = y_i − d_i, in **float64**, updated by an increment
+whose node sum is exactly 0 (the neighbour sum formed in float64 from the float32
+messages the neighbours received, ``exchange(..., dtype=float64)``)::
+
+    e_i ← e_i + (Σ_j W_ij y_j − y_i)  (= y_i^{new} − d_i^{t−1}, the same algorithm),   y_i = fl32(d_i^t + e_i)
+
+With γ ≠ 1 the increment is γ (Σ_j W_ij y_j − y_i). Σ_i e_i stays ~2⁻⁵³-small, d enters
+y but is no longer integrated (d^{t−1} is not kept), so the order of the gradient's sum
+does not matter. With compression (BEER) each variable keeps a Choco-style float64
+consensus residual u = s − v̂ (algorithms/choco.py) and e ← e + γ u_y.
+
+Memory: y (float32, the message and the direction) and e (float64): 12 B per parameter
+(was y + d_prev: 8 B); with compression four more buffers (x̂, ŷ float32, u_x, u_y
+float64). Bytes per step: 2 × message size per out-neighbour; with ``precision=int8``
+the two messages travel in the 8-bit wire format.
 """
 from __future__ import annotations
 
@@ -60,42 +76,49 @@ class GradientTracking(GossipAlgorithm):
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)
         self.y = torch.zeros_like(x)
-        self.d_prev = torch.zeros_like(x)
+        #: e = y − d (the tracking error), float64 (see the module docstring)
+        self.e = torch.zeros_like(x, dtype=torch.float64)
         self.started = torch.zeros(x.shape[0], 1, device=x.device)
-        if not self.exact:  # BEER: Choco public copies for both variables
-            self.x_hat, self.x_sum = torch.zeros_like(x), torch.zeros_like(x)
-            self.y_hat, self.y_sum = torch.zeros_like(x), torch.zeros_like(x)
+        if not self.exact:  # BEER: Choco public copies and float64 residuals for both variables
+            self.x_hat, self.x_res = torch.zeros_like(x), torch.zeros_like(x, dtype=torch.float64)
+            self.y_hat, self.y_res = torch.zeros_like(x), torch.zeros_like(x, dtype=torch.float64)
 
     def buffers(self) -> dict[str, torch.Tensor]:
-        out = {**super().buffers(), "y": self.y, "d_prev": self.d_prev, "started": self.started}
+        out = {**super().buffers(), "y": self.y, "e": self.e, "started": self.started}
         if not self.exact:
-            out.update(x_hat=self.x_hat, x_sum=self.x_sum, y_hat=self.y_hat, y_sum=self.y_sum)
+            out.update(x_hat=self.x_hat, x_res=self.x_res, y_hat=self.y_hat, y_res=self.y_res)
         return out
 
-    def _mix(self, v: torch.Tensor, hat: torch.Tensor | None, acc: torch.Tensor | None, step: int) -> None:
-        """v ← v + γ (Σ_j W_ij v_j − v_i) in place (exact), or its Choco-compressed form."""
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        super().load_state_dict(state)
+        if "e" not in state and "d_prev" in state:      # checkpoints before issue 32 kept d^{t−1}
+            self.e.copy_(state["y"].double() - state["d_prev"].double())
+            if not self.exact:
+                for v in ("x", "y"):
+                    getattr(self, f"{v}_res").copy_(state[f"{v}_sum"].double() - state[f"{v}_hat"].double())
+
+    def _increment(self, v: torch.Tensor, hat: torch.Tensor | None, res: torch.Tensor | None,
+                   step: int) -> torch.Tensor:
+        """Exchange v and return γ (Σ_j W_ij v_j − v_i) in float64 (exact messages), or
+        γ u with the Choco residual u ← u + Σ_j W_ij q_j − q_i, q = C(v − v̂) (compressed)."""
         if hat is None:
-            mixed = self.comm.exchange(self._encode(v), self.compressor, step)
-            if self.gamma == 1.0:
-                v.copy_(mixed)
-            else:
-                v.add_(mixed - v, alpha=self.gamma)
-            return
+            mixed = self.comm.exchange(self._encode(v), self.compressor, step, dtype=torch.float64)
+            return mixed.sub_(v).mul_(self.gamma)
         payload = self._encode(v - hat)
         q = self.compressor.decode(payload)
         hat += q
-        acc += self.comm.exchange(payload, self.compressor, step, decoded=q)
-        v.add_(acc - hat, alpha=self.gamma)
+        res += self.comm.exchange(payload, self.compressor, step, decoded=q, dtype=torch.float64).sub_(q)
+        return res * self.gamma
 
     def local_direction(self, direction: torch.Tensor, x: torch.Tensor, lr: float, step: int) -> torch.Tensor:
-        if bool(self.started.all()):
-            self._mix(self.y, None if self.exact else self.y_hat, None if self.exact else self.y_sum, step)
-            self.y.add_(direction).sub_(self.d_prev)
-        else:                                   # y^0 = g^0: nothing to send yet
-            self.y.copy_(direction)
+        if bool(self.started.all()):               # e ← e + γ (Σ_j W_ij y_j − y_i)
+            self.e += self._increment(self.y, None if self.exact else self.y_hat,
+                                      None if self.exact else self.y_res, step)
+        else:                                      # y^0 = g^0 (e = 0): nothing to send yet
             self.started.fill_(1.0)
-        self.d_prev.copy_(direction)
+        self.y.copy_(self.e + direction)           # y = fl32(d + e)
         return self.y
 
     def _gossip(self, z: torch.Tensor, step: int) -> None:
-        self._mix(z, None if self.exact else self.x_hat, None if self.exact else self.x_sum, step)
+        inc = self._increment(z, None if self.exact else self.x_hat, None if self.exact else self.x_res, step)
+        z.copy_(inc.add_(z))                       # x ← x½ + γ (Σ_j W_ij x½_j − x½_i), rounded once

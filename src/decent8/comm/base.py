@@ -16,6 +16,18 @@ from ..compression.payload import Payload
 from ..topology import Topology
 
 
+class SparseIncrement:
+    """A mixing increment Δ as entries: ``slots`` is a list of ``(rows [m], cols [m, K],
+    values float64 [m, K])`` with Δ[rows[r], cols[r, c]] += values[r, c]; inside one slot
+    no position repeats (rows distinct, columns distinct within a row), so each slot can
+    be applied with one gather and one scatter."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self, slots: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+        self.slots = slots
+
+
 class Communicator(ABC):
     """Neighbour exchange, ring passes and node-axis reductions for the k local nodes."""
 
@@ -45,6 +57,20 @@ class Communicator(ABC):
         the mixing sum and of the result (the wire is unchanged): ``torch.float64`` for
         callers that accumulate the result over many rounds (Choco-SGD, issue 12), whose
         float32 rounding would otherwise persist; W's entries are then exact to 2⁻⁵³."""
+
+    def exchange_increment(
+        self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None = None,
+        sparse: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> "torch.Tensor | SparseIncrement":
+        """Exchange like :meth:`exchange` and return the *mixing increment*
+        Δ_i = Σ_j W_ij q_j − q_i (q = decode(payload)) in float64, for callers that
+        accumulate it (Choco-SGD's residual; issue 12/32): a dense ``[k, d]`` float64
+        tensor, or — when ``sparse = compressor.decode_sparse(payload)`` is given and the
+        backend can — a :class:`SparseIncrement` holding only the entries that received
+        something. Either way Σ_i Δ_i = Σ_j (Σ_i W_ij − 1) q_j with W exact to 2⁻⁵³."""
+        if decoded is None:
+            decoded = compressor.decode(payload)
+        return self.exchange(payload, compressor, step, decoded=decoded, dtype=torch.float64).sub_(decoded)
 
     @abstractmethod
     def mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:

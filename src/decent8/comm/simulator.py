@@ -15,7 +15,7 @@ import torch
 from ..compression.base import Compressor
 from ..compression.payload import Payload
 from ..topology import Topology
-from .base import Communicator
+from .base import Communicator, SparseIncrement
 
 #: above this many nodes, mixing uses a sparse CSR matrix instead of a dense one
 SPARSE_MIN_NODES = 17
@@ -26,6 +26,7 @@ class SimulatorCommunicator(Communicator):
         super().__init__(topology, list(range(topology.n)), torch.device(device))
         self._w_cache: dict[int, torch.Tensor] = {}
         self._deg_cache: dict[int, torch.Tensor] = {}
+        self._slot_cache: dict[int, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
 
     def _phase(self, step: int) -> int:
         return step % self.topology.period
@@ -59,6 +60,44 @@ class SimulatorCommunicator(Communicator):
         if decoded is None:
             decoded = compressor.decode(payload)
         return self._mix(decoded, step, dtype)
+
+    def edge_slots(self, step: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """W − I as slots ``(dst [m], src [m], weight float64 [m])``: slot 0 is every node's
+        self weight W_ii − 1, slot r ≥ 1 the r-th in-neighbour of every node that has one,
+        so no destination repeats within a slot."""
+        phase = self._phase(step)
+        if phase not in self._slot_cache:
+            import numpy as np
+            w = np.asarray(self.topology.weights_np(phase), dtype=np.float64)
+            n = w.shape[0]
+            off = w.copy()
+            np.fill_diagonal(off, 0.0)
+            dst, src = np.nonzero(off)                    # row-major: grouped by dst, src ascending
+            rank = np.arange(len(dst)) - np.searchsorted(dst, dst)   # position among dst's in-neighbours
+            idx = np.arange(n)
+            slots = [(idx, idx, np.diag(w) - 1.0)]
+            for r in range(int(rank.max()) + 1 if len(rank) else 0):
+                sel = rank == r
+                slots.append((dst[sel], src[sel], w[dst[sel], src[sel]]))
+            t = lambda a, dt=torch.long: torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=self.device)  # noqa: E731
+            self._slot_cache[phase] = [(t(d), t(s_), t(v, torch.float64)) for d, s_, v in slots]
+        return self._slot_cache[phase]
+
+    def exchange_increment(
+        self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None = None,
+        sparse: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> "torch.Tensor | SparseIncrement":
+        """Sparse messages: the increment's entries, one slot per :meth:`edge_slots` slot
+        (what node dst receives from src at src's K positions, times W_{dst,src} − δ)."""
+        if sparse is None:                      # dense: (W − I) q with q in float64 once (same-dtype ops)
+            self._count(payload.nbytes_per_node(), step)
+            q64 = (compressor.decode(payload) if decoded is None else decoded).to(torch.float64)
+            return (self.weights(step, torch.float64) @ q64).sub_(q64)
+        self._count(payload.nbytes_per_node(), step)
+        cols, vals = sparse
+        vals = vals.to(torch.float64)
+        return SparseIncrement([(dst, cols.index_select(0, src), vals.index_select(0, src).mul_(w[:, None]))
+                                for dst, src, w in self.edge_slots(step)])
 
     def mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
         self._count(values.shape[1] * 4, step)

@@ -36,6 +36,13 @@ class Compressor(ABC):
     def decode(self, payload: Payload) -> torch.Tensor:
         """Dense ``[m, d]`` float32 reconstruction of m messages."""
 
+    def decode_sparse(self, payload: Payload) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(columns int64 [m, K], values float32 [m, K])`` with ``decode(payload)[r, columns[r]]
+        = values[r]`` and zeros elsewhere (columns distinct within a row), for compressors
+        whose message is sparse; None for dense ones. Lets a caller update ``[k, d]`` state
+        at the K received positions instead of decoding and passing over all d (issue 32)."""
+        return None
+
     @abstractmethod
     def spec(self) -> dict[str, TensorSpec]:
         """Per-node shape and dtype of every payload tensor (what a receiver allocates)."""

@@ -49,6 +49,9 @@ class RandomKCompressor(SparseCompressor):
     def decode(self, payload: Payload) -> torch.Tensor:
         return self._scatter(payload.tensors["values"], payload.tensors["indices"])
 
+    def decode_sparse(self, payload: Payload) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._sparse(payload.tensors["values"], payload.tensors["indices"])
+
     def __repr__(self) -> str:
         return (
             f"RandomKCompressor(ratio={self.ratio}, "

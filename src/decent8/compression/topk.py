@@ -208,6 +208,9 @@ class SparseCompressor(Compressor):
             idx += _INT16_SHIFT
         return idx + self._kept_offsets(indices.device)
 
+    def _sparse(self, values: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._global_indices(indices), values.to(torch.float32)
+
     def _scatter(self, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         """Dense float32 ``[m, d]`` with ``values`` at the kept positions, zeros elsewhere."""
         m = indices.shape[0]
@@ -239,7 +242,11 @@ class TopKCompressor(SparseCompressor):
         }
 
     def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
-        return x.abs()
+        # |x| into a workspace kept between calls (read only inside _gather)
+        ws = getattr(self, "_score_ws", None)
+        if ws is None or ws.shape != x.shape or ws.dtype != x.dtype or ws.device != x.device:
+            ws = self._score_ws = torch.empty_like(x)
+        return torch.abs(x, out=ws)
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)
@@ -263,6 +270,13 @@ class TopKCompressor(SparseCompressor):
         if self.value_bits == 8:
             values = uint8_dequantize(values, self._kept_segments(values.device), t["zero"], t["scale"])
         return self._scatter(values, t["indices"])
+
+    def decode_sparse(self, payload: Payload) -> tuple[torch.Tensor, torch.Tensor]:
+        t = payload.tensors
+        values = t["values"]
+        if self.value_bits == 8:
+            values = uint8_dequantize(values, self._kept_segments(values.device), t["zero"], t["scale"])
+        return self._sparse(values, t["indices"])
 
     def __repr__(self) -> str:
         return (

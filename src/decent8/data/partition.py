@@ -134,17 +134,24 @@ def dirichlet_partition(labels: np.ndarray, n: int, alpha: float, seed: int,
                           f"must be in [0, N/nodes] = [0, {y.size // n}], got {min_size}")
     rng = np.random.default_rng(seed)
     class_idx = [np.flatnonzero(y == c) for c in np.unique(y)]
+    nodes = np.arange(n)
     for _ in range(max_tries):
-        buckets: list[list[np.ndarray]] = [[] for _ in range(n)]
+        # vectorised over nodes (issue 32: 10,000 nodes in seconds): each class's shuffled
+        # indices get the node of their cut interval; a stable sort by node then yields, per
+        # node, its pieces in class order — the same lists as splitting class by class
+        idx_all, node_all = [], []
         for idx in class_idx:
             idx = idx[rng.permutation(idx.size)]
             p = rng.dirichlet(np.full(n, float(alpha)))
             cuts = np.floor(np.cumsum(p)[:-1] * idx.size + _EPS).astype(np.int64)
-            for i, piece in enumerate(np.split(idx, cuts)):
-                buckets[i].append(piece)
-        parts = [np.concatenate(b).astype(np.int64, copy=False) for b in buckets]
-        if min(p.size for p in parts) >= min_size:
-            return parts
+            sizes = np.diff(np.concatenate(([0], cuts, [idx.size])))
+            idx_all.append(idx)
+            node_all.append(np.repeat(nodes, sizes))
+        node_of = np.concatenate(node_all)
+        counts = np.bincount(node_of, minlength=n)
+        if counts.min() >= min_size:
+            flat = np.concatenate(idx_all).astype(np.int64, copy=False)[np.argsort(node_of, kind="stable")]
+            return np.split(flat, np.cumsum(counts)[:-1])
     raise ConfigError("partition.alpha",
                       f"alpha={alpha} gave a node fewer than {min_size} samples in "
                       f"{max_tries} tries; use a larger alpha or fewer nodes")

@@ -25,14 +25,20 @@ class LocalMomentum:
 
     def init_state(self, x: torch.Tensor) -> None:
         self.buf = torch.zeros_like(x)
+        self._d: torch.Tensor | None = None
 
     def direction(self, grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The descent direction d for gradient ``grad`` at (de-biased) parameters ``x``."""
-        g = grad.add(x, alpha=self.weight_decay) if self.weight_decay else grad
+        """The descent direction d for gradient ``grad`` at (de-biased) parameters ``x``.
+        With momentum the result is a workspace of this optimizer, overwritten by the next
+        call (no fresh ``[k, d]`` allocation per step: on CPU each one costs page faults
+        comparable to the arithmetic, docs/execution.md)."""
         if self.momentum == 0.0:
-            return g
-        self.buf.mul_(self.momentum).add_(g)
-        return g.add(self.buf, alpha=self.momentum) if self.nesterov else self.buf.clone()
+            return grad.add(x, alpha=self.weight_decay) if self.weight_decay else grad
+        if self._d is None or self._d.shape != grad.shape or self._d.dtype != grad.dtype:
+            self._d = torch.empty_like(grad)
+        g = torch.add(grad, x, alpha=self.weight_decay, out=self._d) if self.weight_decay else self._d.copy_(grad)
+        torch.add(g, self.buf, alpha=self.momentum, out=self.buf)      # m ← β·m + g, one pass
+        return g.add_(self.buf, alpha=self.momentum) if self.nesterov else g.copy_(self.buf)
 
     def after_gossip(self, x_before: torch.Tensor, x_after: torch.Tensor, lr: float) -> None:
         """Local momentum ignores what gossip did."""
