@@ -75,7 +75,9 @@ class TopologyConfig:
     cols: Optional[int] = None
     path: Optional[str] = None      # edge_list
     undirected: bool = False
-    time_varying: bool = False      # exponential: one peer per step
+    time_varying: bool = False      # exponential, hypercube: one peer per step
+    # --- breadth (issue 33): per-round random graphs and Base-(k+1) graphs
+    degree: Optional[float] = None  # erdos_renyi: expected degree (null: 4); random_k_out: k (null: 1); base: max degree k (null: 1)
 
 
 @dataclass

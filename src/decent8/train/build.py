@@ -33,7 +33,7 @@ from ..task import make_task
 from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
 from ..seeding import derive_seed, node_generators
-from ..topology import Topology, make_topology
+from ..topology import Topology, topology_from_config
 from ..timing import FaultySimulatorCommunicator, RecordingCommunicator, Timer, check_faults, make_timer
 
 BACKENDS = ("simulator", "distributed")
@@ -394,8 +394,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                    f"empty with {len(dataset.y_train)} samples, partition={cfg.partition.name}); "
                                    f"use fewer nodes")
     t = cfg.topology
-    topology = make_topology(t.name, cfg.nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
-                             undirected=t.undirected, time_varying=t.time_varying)
+    topology = topology_from_config(t, cfg.nodes, cfg.seed)
     push_sum = resolve_push_sum(cfg.algorithm.name, cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     topology.validate_for(push_sum)
 
