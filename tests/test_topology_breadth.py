@@ -180,3 +180,24 @@ def test_short_training_run_on_each_new_topology(overrides):
             engine.consensus_round()
         y = engine.params()
         assert (y - y.mean(0)).abs().max() < 1e-3 * (x - x.mean(0)).abs().max()
+
+
+# ----------------------------------------------------------- did you mean
+def test_did_you_mean_on_mistyped_values_and_options():
+    from decent8.errors import choice_error, did_you_mean
+    assert did_you_mean("rign", ["ring", "torus", "star"]) == " (did you mean 'ring'?)"
+    assert did_you_mean("TopK", ["topk", "randomk"]) == " (did you mean 'topk'?)"   # case only
+    assert did_you_mean("zzz", ["ring", "torus"]) == ""
+    e = choice_error("topology", "exponentail", ["exponential", "ring"])
+    assert e.option == "topology" and "did you mean 'exponential'?" in str(e) and "allowed: exponential, ring" in str(e)
+    with pytest.raises(ConfigError, match=r"did you mean 'ring'\?"):
+        make_topology("rign", 8)
+    with pytest.raises(ConfigError, match=r"optimizer.lrr: unknown option \(did you mean 'lr'\?\); allowed in optimizer"):
+        load_config(None, ["optimizer.lrr=0.1"])
+    with pytest.raises(ConfigError, match=r"nodez: unknown option \(did you mean 'nodes'"):
+        load_config(None, ["nodez=4"])
+    with pytest.raises(ConfigError, match=r"topology.weigths: unknown option \(did you mean 'weights'\?\)"):
+        load_config(None, ["topology.weigths=uniform"])
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["optimizer.qqqq=1"])
+    assert "did you mean" not in str(e.value)

@@ -20,7 +20,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .errors import ConfigError, first_line
+from .errors import ConfigError, did_you_mean, first_line
 
 
 @dataclass
@@ -371,7 +371,8 @@ def _omegaconf_error(e: OmegaConfBaseException) -> ConfigError:
             node = getattr(node, part, None)
         allowed = _allowed_keys(node)
         where = f" in {parent_key}" if parent_key else ""
-        return ConfigError(key, f"unknown option; allowed{where}: {', '.join(allowed)}")
+        hint = did_you_mean(key.rsplit(".", 1)[-1], allowed)
+        return ConfigError(key, f"unknown option{hint}; allowed{where}: {', '.join(allowed)}")
     return ConfigError(key, msg)
 
 
@@ -407,7 +408,8 @@ def _set(node: DictConfig, key: str, value: Any, expand_dicts: bool = False) -> 
         key = f"{key}.name"
     top = key.split(".")[0]
     if top not in _allowed_keys(TrainConfig()):
-        raise ConfigError(key, f"unknown option; allowed: {', '.join(_allowed_keys(TrainConfig()))}")
+        allowed = _allowed_keys(TrainConfig())
+        raise ConfigError(key, f"unknown option{did_you_mean(top, allowed)}; allowed: {', '.join(allowed)}")
     items = flatten(value, f"{key}.").items() if expand_dicts and isinstance(value, dict) else [(key, value)]
     for k, v in items:
         check_shape(k, v)
