@@ -318,8 +318,13 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     bar = tqdm(total=cfg.epochs * steps, initial=start_epoch * steps, disable=quiet or not cfg.progress or not comm.is_main,
                desc=run_label(cfg), unit="it", dynamic_ncols=True, leave=False, mininterval=0.5)
 
+    from .personal import class_weights
+    pers_w = class_weights(c.parts, ds.y_train, ds.y_test)
+    if pers_w is not None:
+        pers_w = pers_w[comm.local_nodes].to(c.device)
+
     def evaluate(epoch: float, train_loss: float, lr: float) -> dict[str, Any]:
-        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size)
+        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size, class_weights=pers_w)
         bytes_all = comm.gather_nodes(comm.bytes_sent.to(c.device)).double().cpu()
         split = comm.mean_over_nodes(torch.tensor([timer.interval()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
@@ -402,6 +407,13 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "min_node_accuracy": final.get("min_node_accuracy"),
         "max_node_accuracy": final.get("max_node_accuracy"),
         "node_accuracies": final.get("node_accuracies"),
+        # worst-node views (issue 33): the 10th percentile of the nodes' accuracies, and each node's
+        # accuracy on the test set reweighted to its own training label distribution (train/personal.py)
+        "p10_node_accuracy": final.get("p10_node_accuracy"),
+        "mean_personalized_accuracy": final.get("mean_personalized_accuracy"),
+        "min_personalized_accuracy": final.get("min_personalized_accuracy"),
+        "p10_personalized_accuracy": final.get("p10_personalized_accuracy"),
+        "personalized_accuracies": final.get("personalized_accuracies"),
         "mean_node_loss": final["mean_node_loss"],
         "averaged_model_loss": final["averaged_model_loss"],
         "final_train_loss": final["train_loss"],
