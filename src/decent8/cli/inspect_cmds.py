@@ -75,7 +75,7 @@ def run_partition(ns: argparse.Namespace) -> int:
     labels = ds.y_train.numpy()
     parts = make_partition(cfg.partition.name, labels, cfg.nodes, cfg.seed, skew=cfg.skew,
                            alpha=cfg.partition.alpha, shards_per_node=cfg.partition.shards_per_node,
-        reference=cfg.partition.reference)
+        reference=cfg.partition.reference, users=ds.users_train)
     counts = class_counts(parts, labels, ds.num_classes)
     what = f"skew {cfg.skew:g}" if cfg.partition.name == "skew" else cfg.partition.name
     if cfg.partition.reference:

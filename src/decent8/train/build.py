@@ -384,7 +384,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         parts = make_partition(
             cfg.partition.name, dataset.partition_labels, cfg.nodes, cfg.seed,
             skew=cfg.skew, alpha=cfg.partition.alpha, shards_per_node=cfg.partition.shards_per_node,
-            reference=cfg.partition.reference,
+            reference=cfg.partition.reference, users=dataset.users_train,
         )
     else:
         parts = check_parts(parts, cfg.nodes, len(dataset.y_train))
