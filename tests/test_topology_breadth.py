@@ -202,3 +202,14 @@ def test_did_you_mean_on_mistyped_values_and_options():
     with pytest.raises(ConfigError) as e:
         load_config(None, ["optimizer.qqqq=1"])
     assert "did you mean" not in str(e.value)
+
+
+def test_choco_refuses_time_varying_topologies():
+    # Choco's neighbour sum s += W q is only Σ_j W_ij x̂_j for a static W (found by the topology sweep:
+    # on one-peer graphs the nodes never reached consensus)
+    from decent8.train.build import build
+    for extra in (["topology=exponential", "topology.time_varying=true"], ["topology=random_matching"]):
+        cfg = load_config(None, ["device=cpu", "progress=false", "model.width=4", "sim.chunk=1", "algorithm=choco",
+                                 "nodes=8", *extra])
+        with pytest.raises(ConfigError, match="choco keeps .* running sum"):
+            build(cfg)
