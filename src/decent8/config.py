@@ -185,6 +185,8 @@ class TrainConfig:
     checkpoint: bool = True         # write checkpoint.pt after every epoch
     progress: bool = True
     tensorboard: str = "auto"       # auto (events in <run>/tensorboard/ when tensorboardX is installed) | true | false
+    # --- breadth (issue 33): experiment tracking
+    tracking: Optional[str] = None  # comma-separated: tensorboard, mlflow (file store <run>/mlruns), wandb (offline); train/tracking.py
     precision: str = "fp32"         # fp32 | int8 (8-bit training, quant group; messages travel as 8-bit values)
     dist_timeout_s: float = 60.0    # backend=distributed: seconds a node waits for a peer (exchange, collective, start-up)
     loss: str = "cross_entropy"     # cross_entropy | logistic | mse | pkg.module:function (task.py)

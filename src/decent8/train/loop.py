@@ -34,7 +34,7 @@ from ..timing.plots import plot_time
 from ..data.augment import make_batch_transform
 from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
-from .tb_log import EventLog
+from .tracking import Trackers
 from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creatable
 from ..models.execution import (ExecutionChoice, choose_chunk, parse_chunk, parse_compile, parse_execution, probe,
                                resolve_compile)
@@ -279,7 +279,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         if not run.file(CONFIG).exists():  # a host that does not share rank 0's file system
             run.write_config(to_yaml(cfg))
     engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
-    events = EventLog(run.path, cfg.tensorboard) if comm.is_main else None
+    events = (Trackers(run.path, cfg.tensorboard, getattr(cfg, "tracking", None), flatten(to_dict(cfg)))
+              if comm.is_main else None)
     timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
 
     start_epoch, wall_before, rows = 0, 0.0, []
