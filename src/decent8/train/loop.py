@@ -24,7 +24,7 @@ from tqdm import tqdm
 from .. import __version__
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..comm.base import Communicator
-from ..config import TrainConfig, from_dict, to_dict, to_yaml
+from ..config import TrainConfig, flatten, from_dict, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
