@@ -55,8 +55,46 @@ def test_mlflow_file_store_reads_back(tmp_path, monkeypatch):
     assert "node_accuracies" not in r.data.metrics
 
 
+def read_wandb_records(path):
+    """The protobuf records of an offline ``.wandb`` file: a 7-byte header (":W&B", magic, version),
+    then LevelDB-log framing (32 KiB blocks; records of crc32 u32, length u16, type u8 —
+    1 full, 2 first, 3 middle, 4 last)."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb2
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, buf, out = 7, b"", []
+    while pos + 7 <= len(data):
+        left = 32768 - pos % 32768
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0 and length == 0:
+            pos += left
+            continue
+        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind == 1:
+            out.append(chunk)
+        elif kind == 2:
+            buf = chunk
+        elif kind == 3:
+            buf += chunk
+        elif kind == 4:
+            out.append(buf + chunk)
+    records = []
+    for d in out:
+        r = pb2.Record()
+        r.ParseFromString(d)
+        records.append(r)
+    return records
+
+
 def test_wandb_offline_files(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
+    import json
+
     from decent8.train.tracking import Trackers
     monkeypatch.setenv("WANDB_SILENT", "true")
     run = tmp_path / "wrun"
@@ -66,10 +104,21 @@ def test_wandb_offline_files(tmp_path, monkeypatch):
         t.log(r)
     t.close()
     (folder,) = (run / "wandb").glob("offline-run-*")
-    import json
-    summary = json.loads((folder / "files" / "wandb-summary.json").read_text())
-    assert summary["mean_node_accuracy"] == 0.8 and summary["train_loss"] == 0.75
-    assert "nodes" in (folder / "files" / "config.yaml").read_text()
+    (log,) = folder.glob("*.wandb")
+    import time
+    for _ in range(120):   # W&B's service process writes the file after finish() returns
+        records = read_wandb_records(log)
+        if any(r.WhichOneof("record_type") == "exit" for r in records):
+            break
+        time.sleep(0.5)
+    history = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item} for r in records
+               if r.WhichOneof("record_type") == "history"]
+    assert [(h["_step"], h["mean_node_accuracy"], h["train_loss"]) for h in history] == [(5, 0.5, 1.5), (10, 0.8, 0.75)]
+    assert all("consensus_distance" not in h and "node_accuracies" not in h for h in history)
+    runs = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert runs and runs[0].display_name == "wrun"
+    config = {i.key or "/".join(i.nested_key): i.value_json for r in runs for i in r.config.update}
+    assert json.loads(config["nodes"]) == {"value": 8} or json.loads(config["nodes"]) == 8
 
 
 @pytest.mark.slow   # > 6 s: a whole `decent8 train`
