@@ -167,7 +167,9 @@ def test_short_training_run_on_each_new_topology(overrides):
         assert torch.isfinite(loss).all()
     x = engine.params().clone()
     assert (x - x.mean(0)).abs().max() > 1e-4          # the nodes differ after local steps
-    if c.topology.rounds_to_consensus() is not None:   # finite-time: one aligned period averages exactly
+    # finite-time (a fixed sequence): one aligned period averages exactly. (A random matching sequence
+    # can also hit exact consensus by chance at n = 8, but it has no period to align to.)
+    if not isinstance(c.topology, RandomTopology) and c.topology.rounds_to_consensus() is not None:
         while engine.step_count % c.topology.period:
             engine.consensus_round()
         for _ in range(c.topology.period):
