@@ -140,7 +140,6 @@ def test_config_and_cli(capsys):
 
 
 # ----------------------------------------------------------- training on them
-@pytest.mark.slow   # 7 short runs: ~1 min on 2 idle cores
 @pytest.mark.parametrize("overrides", [
     ["topology=base", "nodes=6"],
     ["topology=hypercube", "topology.time_varying=true", "nodes=8"],
