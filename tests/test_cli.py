@@ -22,7 +22,7 @@ def run_cli(args, tmp_path):
 
 BAD = [
     (["train", "algorithm=sgd_magic"], "algorithm"),
-    (["train", "topology=hypercube"], "topology"),
+    (["train", "topology=moebius"], "topology"),
     (["train", "compression=zip"], "compression"),
     (["train", "skew=1.5"], "skew"),
     (["train", "skew=-0.1"], "skew"),

@@ -218,7 +218,7 @@ def test_bad_names_and_sizes():
     with pytest.raises(ConfigError, match="nodes: need at least 2 nodes, got 1"):
         make_topology("ring", 1)
     with pytest.raises(ConfigError) as e:
-        make_topology("hypercube", 8)
+        make_topology("moebius", 8)
     assert e.value.option == "topology"
     for name in TOPOLOGIES:
         assert name in str(e.value)

@@ -20,7 +20,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .errors import ConfigError, first_line
+from .errors import ConfigError, did_you_mean, first_line
 
 
 @dataclass
@@ -77,7 +77,9 @@ class TopologyConfig:
     cols: Optional[int] = None
     path: Optional[str] = None      # edge_list
     undirected: bool = False
-    time_varying: bool = False      # exponential: one peer per step
+    time_varying: bool = False      # exponential, hypercube: one peer per step
+    # --- breadth (issue 33): per-round random graphs and Base-(k+1) graphs
+    degree: Optional[float] = None  # erdos_renyi: expected degree (null: 4); random_k_out: k (null: 1); base: max degree k (null: 1)
 
 
 @dataclass
@@ -185,6 +187,8 @@ class TrainConfig:
     checkpoint: bool = True         # write checkpoint.pt after every epoch
     progress: bool = True
     tensorboard: str = "auto"       # auto (events in <run>/tensorboard/ when tensorboardX is installed) | true | false
+    # --- breadth (issue 33): experiment tracking
+    tracking: Optional[str] = None  # comma-separated: tensorboard, mlflow (file store <run>/mlruns), wandb (offline); train/tracking.py
     precision: str = "fp32"         # fp32 | int8 (8-bit training, quant group; messages travel as 8-bit values)
     dist_timeout_s: float = 60.0    # backend=distributed: seconds a node waits for a peer (exchange, collective, start-up)
     loss: str = "cross_entropy"     # cross_entropy | logistic | mse | pkg.module:function (task.py)
@@ -383,7 +387,8 @@ def _omegaconf_error(e: OmegaConfBaseException) -> ConfigError:
             node = getattr(node, part, None)
         allowed = _allowed_keys(node)
         where = f" in {parent_key}" if parent_key else ""
-        return ConfigError(key, f"unknown option; allowed{where}: {', '.join(allowed)}")
+        hint = did_you_mean(key.rsplit(".", 1)[-1], allowed)
+        return ConfigError(key, f"unknown option{hint}; allowed{where}: {', '.join(allowed)}")
     return ConfigError(key, msg)
 
 
@@ -428,7 +433,8 @@ def _set(node: DictConfig, key: str, value: Any, expand_dicts: bool = False) -> 
         key = f"{key}.name"
     top = key.split(".")[0]
     if top not in _allowed_keys(TrainConfig()):
-        raise ConfigError(key, f"unknown option; allowed: {', '.join(_allowed_keys(TrainConfig()))}")
+        allowed = _allowed_keys(TrainConfig())
+        raise ConfigError(key, f"unknown option{did_you_mean(top, allowed)}; allowed: {', '.join(allowed)}")
     items = flatten(value, f"{key}.").items() if expand_dicts and isinstance(value, dict) else [(key, value)]
     for k, v in items:
         check_shape(k, v)

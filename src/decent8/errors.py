@@ -30,9 +30,25 @@ def first_line(e: BaseException, limit: int = 200) -> str:
     return text.splitlines()[0][:limit] if text else type(e).__name__
 
 
+def did_you_mean(value: object, allowed: "list[str] | tuple[str, ...]") -> str:
+    """`` (did you mean 'x'?)`` naming the closest allowed names to a mistyped ``value``
+    (``difflib.get_close_matches``: similarity ratio ≥ 0.6, at most 3, or a case-only
+    difference), or ``""`` when none is close."""
+    import difflib
+
+    text = str(value)
+    names = [str(a) for a in allowed]
+    close = [a for a in names if a.lower() == text.lower() and a != text]
+    close += [a for a in difflib.get_close_matches(text.lower(), names, n=3, cutoff=0.6) if a not in close]
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close[:3]) + "?)"
+
+
 def choice_error(option: str, value: object, allowed: "list[str] | tuple[str, ...]") -> ConfigError:
-    """The standard error for a value outside a fixed set of names."""
-    return ConfigError(option, f"unknown value {value!r}; allowed: {', '.join(sorted(allowed))}")
+    """The standard error for a value outside a fixed set of names (with the closest names)."""
+    return ConfigError(option, f"unknown value {value!r}{did_you_mean(value, allowed)}; "
+                               f"allowed: {', '.join(sorted(allowed))}")
 
 
 class TrainingError(RuntimeError):

@@ -92,6 +92,10 @@ class CrossEntropy(Task):
     def correct(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return (outputs.argmax(-1) == targets).reshape(outputs.shape[0], -1).sum(1)
 
+    def correct_mask(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """``[m, N]`` bool: model m classifies sample s right (per-node class-weighted accuracy)."""
+        return (outputs.argmax(-1) == targets).reshape(outputs.shape[0], -1)
+
     def losses(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if type(self).loss is not CrossEntropy.loss:  # a subclass with its own loss: score with it
             return super().losses(outputs, targets)
@@ -120,6 +124,10 @@ class Logistic(Task):
     def correct(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         m = outputs.shape[0]
         return ((outputs.reshape(m, -1) > 0) == (targets.reshape(1, -1) > 0.5)).sum(1)
+
+    def correct_mask(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        m = outputs.shape[0]
+        return (outputs.reshape(m, -1) > 0) == (targets.reshape(1, -1) > 0.5)
 
 
 class MSE(Task):

@@ -40,12 +40,21 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import ConfigError
 from . import compensated
 from .base import GossipAlgorithm
 
 
 class ChocoSGD(GossipAlgorithm):
     name = "choco"
+
+    def __init__(self, comm, *args, **kwargs) -> None:
+        super().__init__(comm, *args, **kwargs)
+        # s_i is the running sum Σ_t W_ij q_j^t, equal to Σ_j W_ij x̂_j only if W never changes
+        if getattr(comm.topology, "time_varying", False):
+            raise ConfigError("topology", f"choco keeps Σ_j W_ij x̂_j as a running sum, right only for a static W, but "
+                                          f"{comm.topology.name!r} changes every round; use algorithm=dpsgd or "
+                                          f"deepsqueeze, or a static topology")
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)

@@ -119,7 +119,8 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
                  bits=cfg.compression.bits, index_dtype=cfg.compression.index_dtype,
                  precision=getattr(cfg, "precision", None),
                  topology_opts={"weights": t.weights, "rows": t.rows, "cols": t.cols, "path": t.path,
-                                "undirected": t.undirected, "time_varying": t.time_varying})
+                                "undirected": t.undirected, "time_varying": t.time_varying,
+                                "degree": t.degree})
         if ns.dataset_size is None and ns.dataset is None:
             s["dataset_size"] = train_size(cfg)
     for key in ("model", "norm", "batch", "dataset", "width", "algorithm", "optimizer", "nodes", "topology", "epochs",

@@ -8,7 +8,7 @@ from ..config import load_config, partition_label
 from ..data.class_table import format_class_table, plot_class_heatmap
 from ..data.partition import class_counts, make_partition
 from ..data.registry import dataset_from_config
-from ..topology import make_topology
+from ..topology import topology_from_config
 from .train_cmd import split_args
 
 
@@ -63,8 +63,7 @@ def run_topology(ns: argparse.Namespace) -> int:
     path, overrides = split_args(args)
     cfg = load_config(path, overrides)
     t = cfg.topology
-    topo = make_topology(t.name, cfg.nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
-                         undirected=t.undirected, time_varying=t.time_varying)
+    topo = topology_from_config(t, cfg.nodes, cfg.seed)
     print(topo.describe())
     return 0
 
@@ -76,7 +75,7 @@ def run_partition(ns: argparse.Namespace) -> int:
     labels = ds.y_train.numpy()
     parts = make_partition(cfg.partition.name, labels, cfg.nodes, cfg.seed, skew=cfg.skew,
                            alpha=cfg.partition.alpha, shards_per_node=cfg.partition.shards_per_node,
-        reference=cfg.partition.reference)
+        reference=cfg.partition.reference, users=ds.users_train)
     counts = class_counts(parts, labels, ds.num_classes)
     what = partition_label(cfg)
     if cfg.partition.reference:

@@ -322,6 +322,8 @@ class DistributedCommunicator(Communicator):
             w = torch.tensor(self.topology.weights_np(phase)[i, nodes], dtype=torch.float64, device=self.device)
             plan = _Plan(sources, self.topology.out_neighbors(i, phase), nodes, nodes.index(i),
                          w.to(torch.float32).unsqueeze(0), w.unsqueeze(0))
+            if len(self._plans) >= 64:  # per-round random topologies: every step is a new phase
+                self._plans.clear()
             self._plans[phase] = plan
         return plan
 

@@ -35,6 +35,9 @@ class SimulatorCommunicator(Communicator):
         phase = self._phase(step)
         key = phase if dtype == torch.float32 else (phase, dtype)
         if key not in self._w_cache:
+            if len(self._w_cache) >= 64:  # per-round random topologies: every step is a new phase
+                self._w_cache.clear()
+                self._deg_cache.clear()
             w = torch.tensor(self.topology.weights_np(phase), dtype=dtype, device=self.device)
             if self.num_nodes >= SPARSE_MIN_NODES:
                 with warnings.catch_warnings():

@@ -115,11 +115,9 @@ class CommunicationVolume:
 
 
 def mean_out_degree(topology) -> float:
-    """Mean out-degree over nodes and over the phases of a time-varying topology."""
-    total = 0.0
-    for t in range(topology.period):
-        total += float(topology.out_degree(t).mean())
-    return total / topology.period
+    """Mean out-degree over nodes and over the phases of a time-varying topology (the
+    expected degree of a per-round random one: :meth:`Topology.mean_out_degree`)."""
+    return topology.mean_out_degree()
 
 
 def communication_volume(layout: ParamLayout, nodes: int, topology, epochs: int, dataset_size: int, batch: int,

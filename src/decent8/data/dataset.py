@@ -49,6 +49,7 @@ class ArrayDataset:
     std: Optional[tuple[float, ...]] = None
     augment: str = "none"
     vocab: Optional[list[str]] = None
+    users_train: Optional[np.ndarray] = None   # LEAF: the user of every training sample (partition=natural)
 
     @property
     def input_shape(self) -> Any:

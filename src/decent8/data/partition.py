@@ -5,7 +5,8 @@ global RNG state is never touched) and all returning one int64 index array per n
 
 * ``skew``      — the paper's "degree of skew" s in [0, 1] (s = 0 IID, s = 1 label blocks);
 * ``dirichlet`` — per-class proportions ~ Dirichlet(α·1_n) (Hsu et al. 2019);
-* ``shards``    — McMahan et al. 2017: sorted-by-label shards, a few per node.
+* ``shards``    — McMahan et al. 2017: sorted-by-label shards, a few per node;
+* ``natural``   — whole users of a naturally split data set (LEAF) per node (:func:`decent8.data.leaf.natural_partition`).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError, choice_error
 
-PARTITIONS: tuple[str, ...] = ("skew", "dirichlet", "shards")
+PARTITIONS: tuple[str, ...] = ("skew", "dirichlet", "shards", "natural")
 
 _EPS = 1e-9  # guards floors against float error, e.g. 6250*(1-0.8) = 1249.9999...
 
@@ -181,11 +182,16 @@ def shard_partition(labels: np.ndarray, n: int, shards_per_node: int, seed: int)
 
 
 def make_partition(name: str, labels: np.ndarray, n: int, seed: int, skew: float = 0.0,
-                   alpha: float = 0.5, shards_per_node: int = 2, reference: bool = False) -> list[np.ndarray]:
+                   alpha: float = 0.5, shards_per_node: int = 2, reference: bool = False,
+                   users: np.ndarray | None = None) -> list[np.ndarray]:
     """Validate the options and dispatch to the named partition (SPEC §2).
-    ``reference=True`` (``partition.reference``, skew only): the authors' exact split."""
+    ``reference=True`` (``partition.reference``, skew only): the authors' exact split.
+    ``users``: each sample's user, for ``natural``."""
     if name not in PARTITIONS:
         raise choice_error("partition", name, PARTITIONS)
+    if name == "natural":
+        from .leaf import natural_partition
+        return natural_partition(users, n)
     if not isinstance(reference, (bool, np.bool_)):
         raise ConfigError("partition.reference", f"must be true or false, got {reference!r}")
     if reference and name != "skew":

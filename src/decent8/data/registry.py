@@ -13,6 +13,8 @@ name           what                                                data.root
 ``tensors``    a user's own tensors (:mod:`.tensors`)               not used: ``data.path=FILE``
 ``image_folder`` your own images, one folder per class               ``train/<class>/``, ``test/<class>/``
                (:mod:`.user_folder`)
+``leaf``       naturally split LEAF JSON (FEMNIST, Shakespeare,        ``train/*.json``, ``test/*.json``
+               Sent140; :mod:`.leaf`), ``partition=natural``
 =============  ==================================================  ============================
 
 ``data.root`` may be a folder or a tarball. Decoded arrays are cached (:mod:`.cache`).
@@ -36,7 +38,7 @@ from ..errors import ConfigError, choice_error
 from .dataset import ArrayDataset, take
 from .digits import load_digits_dataset
 
-DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews", "sentlen", "image_folder", "tensors")
+DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews", "sentlen", "image_folder", "tensors", "leaf")
 TEXT_DATASETS = ("agnews", "sentlen")
 IMAGE_DATASETS = ("cifar10", "mnist", "imagenette", "image_folder")
 
@@ -92,6 +94,8 @@ def _subset(ds: ArrayDataset, subset: float | None, test_subset: float | None) -
         if idx.size < ds.y_train.shape[0]:
             t = torch.from_numpy(idx)
             changes.update(x_train=take(ds.x_train, t), y_train=ds.y_train[t])
+            if ds.users_train is not None:
+                changes["users_train"] = ds.users_train[idx]
     if test_subset is not None:
         idx = stratified_subset(ds.y_test.numpy(), test_subset, seed=1)
         if idx.size < ds.y_test.shape[0]:
@@ -122,6 +126,9 @@ def _load(name: str, root: str | None, test_fraction: float, seed: int, cache_di
     if name == "sentlen":
         from .sentlen import load_sentlen
         return load_sentlen(root, cache_dir, seq_len, vocab_size, tokenizer, test_fraction)
+    if name == "leaf":
+        from .leaf import load_leaf
+        return load_leaf(root, seq_len, vocab_size)
     raise choice_error("data", name, DATASETS)
 
 
@@ -155,8 +162,8 @@ def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2,
         st = os.stat(abs_root)
         stamp = (st.st_size, st.st_mtime_ns)
     key = (name, abs_root, stamp, float(test_fraction), int(seed) if name == "digits" else 0, cache_dir,
-           image_size, subset, test_subset, seq_len if name in TEXT_DATASETS else 0,
-           vocab_size if name in TEXT_DATASETS else 0, str(tokenizer) if tokenizer is not None else None)
+           image_size, subset, test_subset, seq_len if name in (*TEXT_DATASETS, "leaf") else 0,
+           vocab_size if name in (*TEXT_DATASETS, "leaf") else 0, str(tokenizer) if tokenizer is not None else None)
     if key in _MEMO:
         _MEMO.move_to_end(key)
         return _MEMO[key]

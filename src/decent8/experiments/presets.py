@@ -295,7 +295,9 @@ def make_plan(config_arg: str | None, overrides: list[str], cells: list[str] = (
             chosen = [canonical_label(v) for v in (values or [value])]
             bad = [c for c in chosen if c not in existing.labels]
             if bad:
-                raise ConfigError(key, f"unknown value {bad[0]!r}; allowed: {', '.join(existing.labels)}")
+                from ..errors import did_you_mean
+                raise ConfigError(key, f"unknown value {bad[0]!r}{did_you_mean(bad[0], existing.labels)}; "
+                                       f"allowed: {', '.join(existing.labels)}")
             idx = [existing.labels.index(c) for c in chosen]
             axes[axes.index(existing)] = Axis(key, [existing.labels[i] for i in idx],
                                               [existing.overrides[i] for i in idx], named=True)

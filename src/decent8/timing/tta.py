@@ -83,7 +83,7 @@ def analyse(run: Path, bandwidths: list[float], latency: float) -> dict:
     inv1, inv2 = 1 / (b1 * 125000), 1 / (b2 * 125000)
     slope = (per_bw[b2] - per_bw[b1]) / (inv2 - inv1) if b1 != b2 else 0.0
     intercept = per_bw[b1] - slope * inv1
-    out_deg = float(np.mean(c.topology.out_degree(0)))
+    out_deg = c.topology.mean_out_degree()
     wire = ((log.message_bytes * timer.clock.message_scale + log.scalar_bytes) * out_deg if log.gossip_step is not None
             else 0.0) + sum(b for b, _ in log.hops) * timer.clock.ring_scale
     return {"run": run, "wire_bytes": wire, "summary": summary, "rows": rows, "label": label_of(summary), "step_s": per_bw,

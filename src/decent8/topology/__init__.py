@@ -7,6 +7,9 @@ Start with :func:`make_topology`.
 from __future__ import annotations
 
 from decent8.topology.graphs import (
+    base_graph,
+    hypercube,
+    one_peer_hypercube,
     complete,
     directed_ring,
     edge_list,
@@ -28,13 +31,19 @@ from decent8.topology.mixing import (
     spectral_gap,
     uniform_weights,
 )
-from decent8.topology.topology import TOPOLOGIES, WEIGHTS, Topology, make_topology
+from decent8.topology.topology import RANDOM_TOPOLOGIES, TOPOLOGIES, WEIGHTS, RandomTopology, Topology, make_topology, topology_from_config
 
 __all__ = [
     "TOPOLOGIES",
+    "RANDOM_TOPOLOGIES",
+    "RandomTopology",
+    "base_graph",
+    "hypercube",
+    "one_peer_hypercube",
     "WEIGHTS",
     "Topology",
     "make_topology",
+    "topology_from_config",
     "directed_ring",
     "ring",
     "torus",

@@ -200,3 +200,188 @@ def edge_list(path: str | os.PathLike[str], n: int, undirected: bool = False) ->
     if undirected:
         s_arr, d_arr = np.concatenate([s_arr, d_arr]), np.concatenate([d_arr, s_arr])
     return _from_edges(n, s_arr, d_arr)
+
+
+# ----------------------------------------------------------------- hypercube
+def _log2_exact(n: int, name: str) -> int:
+    """log₂ n for n a power of two, else a ConfigError naming the topology."""
+    n = check_nodes(n)
+    if n & (n - 1):
+        lo = 1 << (n.bit_length() - 1)
+        raise ConfigError("nodes", f"topology={name} needs a power-of-two number of nodes (e.g. {lo} or {2 * lo}), "
+                                   f"got {n}; topology=base works for any n")
+    return n.bit_length() - 1
+
+
+def hypercube(n: int) -> np.ndarray:
+    """Static hypercube on n = 2^d nodes: i ↔ i XOR 2^b for every bit b (d neighbours,
+    undirected, regular; uniform weights 1/(d+1))."""
+    d = _log2_exact(n, "hypercube")
+    i = np.arange(n)
+    return _from_edges(n, np.concatenate([i] * d), np.concatenate([i ^ (1 << b) for b in range(d)]))
+
+
+def one_peer_hypercube(n: int) -> list[np.ndarray]:
+    """Time-varying hypercube: in round t node i pairs with i XOR 2^(t mod d), d = log₂ n.
+    With weights 1/2 the product of the d rounds is exactly J/n: finite-time exact
+    consensus in log₂ n rounds (each round averages along one dimension)."""
+    d = _log2_exact(n, "hypercube")
+    i = np.arange(n)
+    return [_from_edges(n, i, i ^ (1 << b)) for b in range(d)]
+
+
+# ---------------------------------------------------- Base-(k+1) graphs (W)
+def _clique_factors(m: int, k: int) -> list[int] | None:
+    """m as a product of factors in [2, k+1] (largest first), or None when m has a prime
+    factor > k+1. ``[]`` for m = 1."""
+    out: list[int] = []
+    rest = m
+    for f in range(k + 1, 1, -1):
+        while rest % f == 0:
+            out.append(f)
+            rest //= f
+    return out if rest == 1 else None
+
+
+def _clique_rounds(nodes: list[int], factors: list[int]) -> list[list[list[int]]]:
+    """The k-peer hyper-hypercube on ``nodes`` (Takezawa et al. 2023, Alg. 1): write the
+    position q of a node in mixed radix ``factors``; round l joins the nodes whose digits
+    differ only in digit l into a clique of size factors[l]. Averaging each clique
+    (weights 1/size) for all rounds gives the exact mean of ``nodes``."""
+    m = len(nodes)
+    rounds = []
+    stride = 1
+    for f in factors:
+        cliques = []
+        for q in range(m):
+            if (q // stride) % f == 0:
+                cliques.append([nodes[q + d * stride] for d in range(f)])
+        rounds.append(cliques)
+        stride *= f
+    return rounds
+
+
+def _cliques_to_W(n: int, cliques: list[list[int]], W: np.ndarray | None = None) -> np.ndarray:
+    W = np.eye(n) if W is None else W
+    for c in cliques:
+        idx = np.array(c)
+        W[np.ix_(idx, idx)] = 1.0 / len(c)
+    return W
+
+
+def _simple_base_rounds(n: int, k: int) -> list[np.ndarray]:
+    """The simple Base-(k+1) graph (Takezawa et al., NeurIPS 2023, Alg. 2) as mixing
+    matrices whose product is exactly J/n.
+
+    n = Σ_l a_l (k+1)^{p_l} (base-(k+1) digits, p_1 > p_2 > …) splits the nodes into
+    groups V_l of s_l = a_l (k+1)^{p_l} nodes, each V_l into a_l subgroups of (k+1)^{p_l}.
+    (1) every V_l averages internally (hyper-hypercube); (2) merge round l: each node i of
+    R_l = V_{l+1} ∪ … (r_l nodes, r_l < (k+1)^{p_l}) pairs with one node j of each
+    subgroup of V_l, c = s_l/(s_l + r_l): x_i ← (1−c) x_i + (c/a_l) Σ_j x_j and
+    x_j ← (1 − c/a_l) x_j + (c/a_l) x_i. Then R_l's mean and every subgroup's mean equal
+    the mean of V_l ∪ R_l, and the subgroups average internally in p_l more rounds.
+    Max degree k; W symmetric and doubly stochastic in every round."""
+    if _clique_factors(n, k) is not None:
+        return [_cliques_to_W(n, r) for r in _clique_rounds(list(range(n)), _clique_factors(n, k))]
+    b = k + 1
+    digits, p, rest = [], 0, n
+    while rest:
+        digits.append((rest % b, p))
+        rest //= b
+        p += 1
+    parts = [(a, p) for a, p in reversed(digits) if a]           # (a_l, p_l), p descending
+    groups, start = [], 0
+    for a, p in parts:
+        groups.append(list(range(start, start + a * b**p)))
+        start += a * b**p
+    L = len(groups)
+    # per round: a list of cliques and of explicit (i, j, c/a) merge links
+    schedule: dict[int, list] = {}
+    for (a, p), g in zip(parts, groups):
+        for t, cl in enumerate(_clique_rounds(g, [a] * (a > 1) + [b] * p)):
+            schedule.setdefault(t, []).append(("cliques", cl))
+    r1 = (parts[0][1] + (parts[0][0] > 1))
+    for l in range(L - 1):
+        a, p = parts[l]
+        t = r1 + l
+        rest_nodes = [v for g in groups[l + 1:] for v in g]
+        c = len(groups[l]) / (len(groups[l]) + len(rest_nodes))
+        size = b**p
+        links = [(i, groups[l][s * size + q], c / a) for q, i in enumerate(rest_nodes) for s in range(a)]
+        schedule.setdefault(t, []).append(("links", links))
+        subgroups = [groups[l][s * size:(s + 1) * size] for s in range(a)]
+        for s_nodes in subgroups:
+            for dt, cl in enumerate(_clique_rounds(s_nodes, [b] * p)):
+                schedule.setdefault(t + 1 + dt, []).append(("cliques", cl))
+    out = []
+    for t in range(max(schedule) + 1):
+        W = np.eye(n)
+        for kind, what in schedule.get(t, []):
+            if kind == "cliques":
+                _cliques_to_W(n, what, W)
+            else:
+                for i, j, w in what:
+                    W[i, j] = W[j, i] = w
+                    W[j, j] = 1.0 - w
+                    W[i, i] -= w
+        out.append(W)
+    return out
+
+
+def base_graph(n: int, k: int = 1) -> list[np.ndarray]:
+    """Mixing matrices of the Base-(k+1) graph (Takezawa, Sato, Bao, Niwa, Yamada, "Beyond
+    Exponential Graph: Communication-Efficient Topologies for Decentralized Learning via
+    Finite-time Convergence", NeurIPS 2023): every node has at most k peers per round and
+    W_{m−1} ⋯ W_0 = J/n exactly, for any n. The better of the simple Base-(k+1) graph
+    on all n nodes and its product form (Alg. 3): n = n_p · n_r with n_p the largest
+    divisor of n whose prime factors are ≤ k+1 — n_p blocks of n_r nodes run the simple
+    graph, then n_r strided groups of n_p nodes run the hyper-hypercube."""
+    n = check_nodes(n)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n:
+        raise ConfigError("topology.degree", f"topology=base needs an integer max degree k in [1, nodes-1], got {k!r}")
+    k = int(k)
+    simple = _simple_base_rounds(n, k)
+    n_p = 1
+    for f in range(2, k + 2):
+        while n % (n_p * f) == 0 and all(f % q for q in range(2, f)):  # prime f ≤ k+1
+            n_p *= f
+    n_r = n // n_p
+    if n_p == 1 or n_r == 1:
+        return simple
+    inner = _simple_base_rounds(n_r, k)
+    combo = []
+    for W_r in inner:
+        W = np.zeros((n, n))
+        for blk in range(n_p):
+            s = blk * n_r
+            W[s:s + n_r, s:s + n_r] = W_r
+        combo.append(W)
+    for cl in _clique_rounds(list(range(n_p)), _clique_factors(n_p, k) or []):
+        combo.append(_cliques_to_W(n, [[r + c * n_r for c in clique] for r in range(n_r) for clique in cl]))
+    return combo if len(combo) < len(simple) else simple
+
+
+# ------------------------------------------------------- per-round random graphs
+def erdos_renyi(n: int, degree: float, rng: np.random.Generator) -> np.ndarray:
+    """One Erdős–Rényi graph G(n, p), p = degree/(n−1) (expected degree ``degree``),
+    undirected; isolated nodes keep their value that round."""
+    upper = np.triu(rng.random((n, n)) < degree / (n - 1), 1)
+    return upper | upper.T
+
+
+def random_matching(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random (near-)perfect matching: shuffle the nodes and pair neighbours
+    in the shuffled order (odd n: one node sits out). The synchronous form of randomized
+    gossip (Boyd, Ghosh, Prabhakar, Shah, IEEE Trans. Inf. Theory 2006): each pair averages."""
+    perm = rng.permutation(n)
+    m = n - n % 2
+    a, b = perm[0:m:2], perm[1:m:2]
+    return _from_edges(n, np.concatenate([a, b]), np.concatenate([b, a]))
+
+
+def random_k_out(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Directed random k-out graph: every node sends to k distinct other nodes chosen
+    uniformly (in-degrees vary, so W is only column-stochastic: push-sum)."""
+    off = np.argsort(rng.random((n, n - 1)), axis=1)[:, :k] + 1   # k distinct offsets in 1..n−1
+    src = np.repeat(np.arange(n), k)
+    return _from_edges(n, src, (src + off.reshape(-1)) % n)

@@ -2,8 +2,10 @@
 
 A topology is a directed graph with implicit self-loops plus its mixing matrix W
 (``W[i, j]`` = weight node i gives to what it receives from node j). Time-varying
-topologies (the one-peer exponential graph) cycle through ``period`` phases; step t
-uses phase ``t mod period``.
+topologies (the one-peer exponential graph, the one-peer hypercube, the Base-(k+1)
+graph) cycle through ``period`` phases; step t uses phase ``t mod period``. Per-round
+random graphs (:class:`RandomTopology`: Erdős–Rényi, random matching, random k-out)
+draw a fresh graph for every round t from (seed, t).
 """
 from __future__ import annotations
 
@@ -28,9 +30,19 @@ from decent8.topology.mixing import (
     uniform_weights,
 )
 
-__all__ = ["TOPOLOGIES", "WEIGHTS", "Topology", "make_topology"]
+__all__ = ["TOPOLOGIES", "RANDOM_TOPOLOGIES", "WEIGHTS", "Topology", "RandomTopology", "make_topology",
+           "topology_from_config"]
 
-TOPOLOGIES: tuple[str, ...] = ("directed_ring", "ring", "torus", "complete", "exponential", "star", "edge_list")
+#: per-round random graphs: a new graph every round, drawn from (seed, round)
+RANDOM_TOPOLOGIES: tuple[str, ...] = ("erdos_renyi", "random_matching", "random_k_out")
+TOPOLOGIES: tuple[str, ...] = ("directed_ring", "ring", "torus", "complete", "exponential", "star", "edge_list",
+                               "hypercube", "base", *RANDOM_TOPOLOGIES)
+#: default of topology.degree per topology that uses it
+DEFAULT_DEGREE = {"erdos_renyi": 4.0, "random_k_out": 1, "base": 1}
+#: rounds of a random topology's product in :attr:`Topology.spectral_gap` (the measured consensus rate)
+RATE_WINDOW = 32
+#: ``period`` of a per-round random topology: every step is its own phase
+RANDOM_PERIOD = 2**62
 WEIGHTS: tuple[str, ...] = ("uniform", "metropolis")
 
 
@@ -51,7 +63,10 @@ class Topology:
         weights: str = "uniform",
         *,
         description: str | None = None,
+        mixing: Sequence[np.ndarray] | None = None,
     ) -> None:
+        """``mixing``: explicit W per phase (e.g. the Base-(k+1) graph), instead of W
+        built from the adjacency by the ``weights`` scheme; checked ≥ 0 and doubly stochastic."""
         if weights not in WEIGHTS:
             raise choice_error("topology.weights", weights, WEIGHTS)
         phases = [adjacency] if isinstance(adjacency, np.ndarray) and np.ndim(adjacency) == 2 else list(adjacency)
@@ -80,7 +95,15 @@ class Topology:
                         f"to node {i} and not back); use topology.weights=uniform with a push-sum algorithm",
                     )
         build = uniform_weights if weights == "uniform" else metropolis_weights
-        self._W: list[np.ndarray] = [build(a) for a in self._adj]
+        if mixing is not None:
+            if len(mixing) != self.period:
+                raise ConfigError("topology", f"{len(mixing)} mixing matrices for {self.period} phases")
+            self._W: list[np.ndarray] = [np.array(W, dtype=np.float64) for W in mixing]
+            for W in self._W:
+                check_stochastic(W, "doubly", option="topology.weights")
+            self.weights_scheme = "given"
+        else:
+            self._W = [build(a) for a in self._adj]
         for W in self._W:
             W.setflags(write=False)
         self._torch: dict[tuple[int, str], torch.Tensor] = {}
@@ -158,6 +181,31 @@ class Topology:
             self._gap = float(1.0 - lam2 ** (1.0 / self.period))
         return self._gap
 
+    def mean_out_degree(self) -> float:
+        """Mean out-degree over nodes and over the phases of one period (messages each node
+        sends per round, on average)."""
+        return float(np.mean([self.out_degree(t).mean() for t in range(self.period)]))
+
+    def rounds_to_consensus(self, max_rounds: int | None = None, tol: float = 1e-12) -> int | None:
+        """The number m of rounds after which W_{m−1} ⋯ W_0 is exactly of rank one (every
+        node holds the average; for a column-stochastic W the push-sum ratio), or None.
+
+        Exact means: the largest deviation of a column from column 0, e(m), drops to ≤ ``tol``
+        *at once* (e(m) ≤ 1e-6 · e(m−1)), which tells finite-time topologies — complete,
+        one-peer exponential / hypercube for n = 2^d, Base-(k+1) (Takezawa et al. 2023) —
+        from graphs that only converge geometrically (e(m) ≈ λ₂^m). Searched up to
+        ``max_rounds`` (default max(64, 2·period))."""
+        limit = max_rounds if max_rounds is not None else max(64, 2 * min(self.period, 4096))
+        P = np.eye(self.n)
+        prev = 1.0
+        for t in range(limit):
+            P = self.weights_np(t) @ P
+            err = float(np.abs(P - P[:, :1]).max())
+            if err <= tol:
+                return t + 1 if err <= 1e-6 * prev else None
+            prev = err
+        return None
+
     # -------------------------------------------------------------- validation
     def validate(self) -> None:
         """Strong connectivity (of the union over one period) and column-stochastic W."""
@@ -219,11 +267,177 @@ class Topology:
                 lines.append(f"{i:>4d}  {cells}")
         label = "spectral gap per step (product over one period)" if self.time_varying else "spectral gap 1 - |lambda2(W)|"
         lines.append(f"{label}: {self.spectral_gap:.6f}")
+        lines.append(self.consensus_line())
         return "\n".join(lines)
+
+    def consensus_line(self) -> str:
+        """``rounds to exact consensus: m`` (finite-time graphs) or that it is only asymptotic."""
+        m = self.rounds_to_consensus()
+        return (f"rounds to exact consensus: {m}" if m is not None else
+                "rounds to exact consensus: none (asymptotic only)")
 
     def __repr__(self) -> str:
         tv = f", time_varying, period={self.period}" if self.time_varying else ""
         return f"Topology({self.description!r}, n={self.n}, weights={self.weights_scheme!r}{tv})"
+
+
+class RandomTopology(Topology):
+    """A per-round random topology: round t uses a graph drawn with
+    ``numpy.random.default_rng([seed, t, salt])`` — the same on every process and on a
+    resumed run, with no state. Nothing is stored beyond a few recent rounds.
+
+    * ``erdos_renyi``: G(n, p), p = degree/(n−1), undirected (Erdős & Rényi 1959);
+    * ``random_matching``: a uniformly random (near-)perfect matching, pairs average
+      (randomized gossip, Boyd et al. 2006) — W doubly stochastic with either scheme;
+    * ``random_k_out``: each node sends to k uniformly chosen others (directed, push-sum).
+
+    ``period`` is :data:`RANDOM_PERIOD` (every step its own phase); the spectral gap is
+    the consensus rate measured over :data:`RATE_WINDOW` rounds, 1 − |λ₂(W_{R−1}⋯W_0)|^{1/R}.
+    """
+
+    _SALT = {"erdos_renyi": 1, "random_matching": 2, "random_k_out": 3}
+
+    def __init__(self, name: str, n: int, weights: str = "uniform", *, seed: int = 0,
+                 degree: float | None = None, description: str | None = None) -> None:
+        if name not in RANDOM_TOPOLOGIES:
+            raise choice_error("topology", name, RANDOM_TOPOLOGIES)
+        if weights not in WEIGHTS:
+            raise choice_error("topology.weights", weights, WEIGHTS)
+        n = graphs.check_nodes(n)
+        if name == "random_k_out" and weights == "metropolis":
+            raise ConfigError("topology.weights", "metropolis needs an undirected graph, but random_k_out is directed; "
+                                                  "use topology.weights=uniform with a push-sum algorithm")
+        self.name, self.n, self.weights_scheme, self.seed = name, n, weights, int(seed)
+        self.degree = degree
+        self.period, self.time_varying = RANDOM_PERIOD, True
+        self.description = description or name
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._torch: dict[tuple[int, str], torch.Tensor] = {}
+        self._gap: float | None = None
+
+    def phase(self, step: int = 0) -> int:
+        return int(step) % RANDOM_PERIOD
+
+    def _draw(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        t = self.phase(step)
+        hit = self._cache.get(t)
+        if hit is not None:
+            return hit
+        rng = np.random.default_rng([self.seed, t, self._SALT[self.name]])
+        if self.name == "erdos_renyi":
+            adj = graphs.erdos_renyi(self.n, float(self.degree), rng)
+        elif self.name == "random_matching":
+            adj = graphs.random_matching(self.n, rng)
+        else:
+            adj = graphs.random_k_out(self.n, int(self.degree), rng)
+        W = uniform_weights(adj) if self.weights_scheme == "uniform" else metropolis_weights(adj)
+        adj.setflags(write=False)
+        W.setflags(write=False)
+        if len(self._cache) >= 8:
+            self._cache.pop(next(iter(self._cache)))
+            for key in [k for k in self._torch if k[0] not in self._cache]:
+                del self._torch[key]
+        self._cache[t] = (adj, W)
+        return adj, W
+
+    def adjacency(self, step: int = 0) -> np.ndarray:
+        return self._draw(step)[0]
+
+    def weights_np(self, step: int = 0) -> np.ndarray:
+        return self._draw(step)[1]
+
+    def weights(self, step: int = 0, device: torch.device | str | None = None) -> torch.Tensor:
+        dev = torch.device(device) if device is not None else torch.device("cpu")
+        key = (self.phase(step), str(dev))
+        t = self._torch.get(key)
+        if t is None:
+            t = torch.tensor(self.weights_np(step), dtype=torch.float32, device=dev)
+            self._torch[key] = t
+        return t
+
+    @property
+    def is_doubly_stochastic(self) -> bool:
+        """Structural: a matching (pairs average) and Metropolis weights are doubly
+        stochastic in every round; uniform weights on an irregular graph are not."""
+        return self.name == "random_matching" or self.weights_scheme == "metropolis"
+
+    @property
+    def is_regular(self) -> bool:
+        return False
+
+    @property
+    def is_undirected(self) -> bool:
+        return self.name != "random_k_out"
+
+    @property
+    def spectral_gap(self) -> float:
+        """The measured consensus rate per round, 1 − |λ₂(W_{R−1} ⋯ W_0)|^{1/R}, for the
+        largest R in 1, 2, 4, …, :data:`RATE_WINDOW` whose product has not yet contracted
+        below 1e-6 (beyond that λ₂ of the product is rounding noise)."""
+        if self._gap is None:
+            P = np.eye(self.n)
+            gap, done = 1.0, 0
+            R = 1
+            while R <= RATE_WINDOW:
+                for t in range(done, R):
+                    P = self.weights_np(t) @ P
+                done = R
+                lam2 = second_eigenvalue_modulus(P)
+                if lam2 < 1e-6:
+                    break
+                gap = 1.0 - lam2 ** (1.0 / R)
+                R *= 2
+            self._gap = float(gap)
+        return self._gap
+
+    def mean_out_degree(self) -> float:
+        """Expected messages per node and round: the expected degree (Erdős–Rényi), k
+        (k-out), 1 (matching; (n−1)/n for odd n)."""
+        if self.name == "erdos_renyi":
+            return float(self.degree)
+        if self.name == "random_k_out":
+            return float(int(self.degree))
+        return (self.n - self.n % 2) / self.n
+
+    def rounds_to_consensus(self, max_rounds: int | None = None, tol: float = 1e-9) -> int | None:
+        return super().rounds_to_consensus(max_rounds if max_rounds is not None else 64, tol)
+
+    def validate(self) -> None:
+        """Column-stochastic W in the first rounds (every round's W is column-stochastic by
+        construction: uniform or Metropolis weights)."""
+        for t in range(4):
+            check_stochastic(self.weights_np(t), "column", option="topology.weights",
+                             why="push-sum needs every column to sum to 1")
+
+    def validate_for(self, push_sum: bool) -> None:
+        if push_sum or self.is_doubly_stochastic:
+            return
+        fix = ("use topology.weights=metropolis or an algorithm with push_sum=true" if self.is_undirected else
+               "it is directed, so use an algorithm with push_sum=true")
+        raise ConfigError("topology", f"W of {self.name!r} with {self.weights_scheme} weights is not doubly stochastic "
+                                      f"(node degrees differ from round to round); {fix}")
+
+    def describe(self) -> str:
+        lines = [f"topology: {self.description}",
+                 f"nodes: {self.n}   weights: {self.weights_scheme}   random per round (seed {self.seed})",
+                 f"undirected: {self.is_undirected}   doubly stochastic: {self.is_doubly_stochastic}   "
+                 f"mean out-degree: {self.mean_out_degree():g}",
+                 f"consensus rate per round, measured (1 - |lambda2(W_R-1...W_0)|^(1/R), R <= {RATE_WINDOW}): "
+                 f"{self.spectral_gap:.6f}",
+                 self.consensus_line()]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"RandomTopology({self.description!r}, n={self.n}, weights={self.weights_scheme!r}, seed={self.seed})"
+
+
+def topology_from_config(t, nodes: int, seed: int = 0) -> Topology:
+    """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed)."""
+    from decent8.seeding import derive_seed
+
+    return make_topology(t.name, nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
+                         undirected=t.undirected, time_varying=t.time_varying,
+                         degree=getattr(t, "degree", None), seed=derive_seed(seed, "topology"))
 
 
 def make_topology(
@@ -235,12 +449,16 @@ def make_topology(
     path: str | os.PathLike[str] | None = None,
     undirected: bool = False,
     time_varying: bool = False,
+    degree: float | None = None,
+    seed: int = 0,
 ) -> Topology:
     """Build and validate a topology (SPEC §1).
 
     ``name`` ∈ :data:`TOPOLOGIES`; ``weights`` ∈ {uniform, metropolis} (metropolis needs
     an undirected graph); ``rows``/``cols`` only for torus; ``path``/``undirected`` only
-    for edge_list; ``time_varying=True`` only for exponential (one peer per step).
+    for edge_list; ``time_varying=True`` only for exponential and hypercube (one peer per
+    step); ``degree`` for erdos_renyi (expected degree, default 4), random_k_out (k,
+    default 1) and base (max degree k, default 1); ``seed`` draws the random graphs.
     Raises :class:`ConfigError` for bad options, a graph that is not strongly connected,
     or a W that is not column-stochastic."""
     if name not in TOPOLOGIES:
@@ -257,8 +475,36 @@ def make_topology(
             raise ConfigError("topology.path", f"only used with topology=edge_list, not topology={name}")
         if undirected:
             raise ConfigError("topology.undirected", f"only used with topology=edge_list, not topology={name}")
-    if time_varying and name != "exponential":
-        raise ConfigError("topology.time_varying", f"only topology=exponential has a time-varying variant, not {name}")
+    if time_varying and name not in ("exponential", "hypercube"):
+        raise ConfigError("topology.time_varying",
+                          f"only topology=exponential and hypercube have a time-varying variant, not {name}")
+    if degree is not None and name not in DEFAULT_DEGREE:
+        raise ConfigError("topology.degree", f"only used with topology={', '.join(DEFAULT_DEGREE)}, not topology={name}")
+    if name in DEFAULT_DEGREE:
+        degree = DEFAULT_DEGREE[name] if degree is None else degree
+        if isinstance(degree, bool) or not isinstance(degree, (int, float, np.integer, np.floating)):
+            raise ConfigError("topology.degree", f"must be a number, got {degree!r}")
+        if name == "erdos_renyi" and not 0 < degree <= n - 1:
+            raise ConfigError("topology.degree", f"erdos_renyi needs an expected degree in (0, nodes-1 = {n - 1}], got {degree:g}")
+        if name in ("random_k_out", "base") and (degree != int(degree) or not 1 <= degree <= n - 1):
+            raise ConfigError("topology.degree", f"{name} needs an integer degree k in [1, nodes-1 = {n - 1}], got {degree:g}")
+    if name in RANDOM_TOPOLOGIES:
+        desc = (f"erdos_renyi (expected degree {degree:g}, new graph every round)" if name == "erdos_renyi" else
+                f"random_k_out (k = {int(degree)}, new graph every round)" if name == "random_k_out" else
+                "random_matching (new matching every round)")
+        topo = RandomTopology(name, n, weights, seed=seed, degree=degree, description=desc)
+        topo.validate()
+        return topo
+    if name == "base":
+        if weights != "uniform":
+            raise ConfigError("topology.weights", "topology=base defines its own weights (Takezawa et al. 2023); "
+                                                  "leave topology.weights=uniform")
+        Ws = graphs.base_graph(n, int(degree))
+        adj = [W > 0 for W in Ws]
+        topo = Topology(name, adj, "uniform", description=f"base-{int(degree) + 1} graph ({len(Ws)} rounds to exact consensus)",
+                        mixing=Ws)
+        topo.validate()
+        return topo
 
     description = name
     adjacency: np.ndarray | list[np.ndarray]
@@ -280,6 +526,12 @@ def make_topology(
             adjacency = graphs.exponential(n)
     elif name == "star":
         adjacency = graphs.star(n)
+    elif name == "hypercube":
+        if time_varying:
+            adjacency = graphs.one_peer_hypercube(n)
+            description = "hypercube (one dimension per round)"
+        else:
+            adjacency = graphs.hypercube(n)
     else:  # edge_list
         if path is None:
             raise ConfigError("topology.path", "topology=edge_list needs a file, e.g. topology.path=graph.txt")

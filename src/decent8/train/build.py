@@ -34,7 +34,7 @@ from .norm_stats import warn_if_skewed
 from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
 from ..seeding import derive_seed, node_generators
-from ..topology import Topology, make_topology
+from ..topology import Topology, topology_from_config
 from ..timing import FaultySimulatorCommunicator, RecordingCommunicator, Timer, check_faults, make_timer
 
 from .validate import (BACKENDS, MAX_EPOCHS, MAX_SEED, MAX_STEP, MAX_TIMEOUT_S, MIN_DECAY_EVERY,  # noqa: F401
@@ -337,7 +337,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         parts = make_partition(
             cfg.partition.name, dataset.partition_labels, cfg.nodes, cfg.seed,
             skew=cfg.skew, alpha=cfg.partition.alpha, shards_per_node=cfg.partition.shards_per_node,
-            reference=cfg.partition.reference,
+            reference=cfg.partition.reference, users=dataset.users_train,
         )
     else:
         parts = check_parts(parts, cfg.nodes, len(dataset.y_train))
@@ -347,8 +347,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                    f"empty with {len(dataset.y_train)} samples, partition={cfg.partition.name}); "
                                    f"use fewer nodes")
     t = cfg.topology
-    topology = make_topology(t.name, cfg.nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
-                             undirected=t.undirected, time_varying=t.time_varying)
+    topology = topology_from_config(t, cfg.nodes, cfg.seed)
     push_sum = resolve_push_sum(cfg.algorithm.name, cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     topology.validate_for(push_sum)
 

@@ -71,9 +71,13 @@ class Engine:
             mix_buffers(self.comm, self.model.buffers, self.step_count)
 
     @torch.no_grad()
-    def evaluate(self, x_test, y_test: torch.Tensor, batch_size: int = 1024) -> dict[str, object]:
+    def evaluate(self, x_test, y_test: torch.Tensor, batch_size: int = 1024,
+                 class_weights: torch.Tensor | None = None) -> dict[str, object]:
         """SPEC §8: each node's own test loss (and accuracy, for classification), the
-        averaged model's, and the consensus distance."""
+        averaged model's, and the consensus distance. ``class_weights`` ``[k, C]``: each
+        local node's weight per test label (its training label share over the test's,
+        see :func:`decent8.train.personal.class_weights`) — adds each node's personalized
+        accuracy Σ_s w(y_s)·[right_s] / Σ_s w(y_s) from the same logits."""
         x = self.params()
         task = self.model.task
         n_test = y_test.shape[0]
@@ -86,9 +90,18 @@ class Engine:
         b_nodes = b_bar.expand(x.shape[0], -1).contiguous() if b_bar is not None and self.norm_stats == "average" else None
         avg_loss = torch.zeros((), device=x.device, dtype=torch.float64)
         avg_correct = torch.zeros((), device=x.device, dtype=torch.float64)
+        personal = class_weights is not None and getattr(task, "correct_mask", None) is not None
+        if personal:
+            pers_right = torch.zeros(x.shape[0], device=x.device, dtype=torch.float64)
+            pers_total = torch.zeros(x.shape[0], device=x.device, dtype=torch.float64)
         for i in range(0, n_test, batch_size):
             xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
-            loss, correct = task.eval_sums(self.model.logits(x, xb, buffers=b_nodes), yb)
+            logits = self.model.logits(x, xb, buffers=b_nodes)
+            loss, correct = task.eval_sums(logits, yb)
+            if personal:
+                w = class_weights[:, yb.reshape(-1).long()]            # [k, N]
+                pers_right += (w * task.correct_mask(logits, yb)).sum(1)
+                pers_total += w.sum(1)
             node_loss += loss
             loss, avg_c = task.eval_sums(self.model.logits(x_bar.unsqueeze(0), xb, buffers=b_bar), yb)
             avg_loss += loss[0]
@@ -110,7 +123,16 @@ class Engine:
                 "max_node_accuracy": all_acc.max().item(),
                 "node_accuracies": [round(a, 6) for a in all_acc.tolist()],
                 "averaged_model_accuracy": avg_correct.item() / n_test,
+                "p10_node_accuracy": torch.quantile(all_acc, 0.1).item(),
             })
+            if personal:
+                pers = self.comm.gather_nodes(pers_right / pers_total.clamp_min(1e-300)).double().cpu()
+                out.update({
+                    "mean_personalized_accuracy": pers.mean().item(),
+                    "min_personalized_accuracy": pers.min().item(),
+                    "p10_personalized_accuracy": torch.quantile(pers, 0.1).item(),
+                    "personalized_accuracies": [round(a, 6) for a in pers.tolist()],
+                })
         return out
 
     def state_dict(self) -> dict[str, object]:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from .. import __version__
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..comm.base import Communicator
-from ..config import TrainConfig, from_dict, partition_label, to_dict, to_yaml
+from ..config import TrainConfig, flatten, from_dict, partition_label, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
@@ -35,7 +35,7 @@ from ..timing.plots import plot_time
 from ..data.augment import make_batch_transform
 from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
-from .tb_log import EventLog
+from .tracking import Trackers
 from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creatable
 from ..models.execution import (ExecutionChoice, choose_chunk, parse_chunk, parse_compile, parse_execution, probe,
                                resolve_compile)
@@ -338,7 +338,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     elif resume is not None and comm.is_main:
         rows = []
     # after the checkpoint is checked: a refused resume writes nothing (not even an event file)
-    events = EventLog(run.path, cfg.tensorboard) if comm.is_main else None
+    events = (Trackers(run.path, cfg.tensorboard, getattr(cfg, "tracking", None), flatten(to_dict(cfg)))
+              if comm.is_main else None)
 
     def diverged(when: str, epoch: int, consensus: bool = False) -> TrainingError:
         """The message for a run that went non-finite: what to lower (γ only where the
@@ -363,8 +364,13 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     bar = tqdm(total=cfg.epochs * steps, initial=start_epoch * steps, disable=quiet or not cfg.progress or not comm.is_main,
                desc=run_label(cfg), unit="it", dynamic_ncols=True, leave=False, mininterval=0.5)
 
+    from .personal import class_weights
+    pers_w = class_weights(c.parts, ds.y_train, ds.y_test)
+    if pers_w is not None:
+        pers_w = pers_w[comm.local_nodes].to(c.device)
+
     def evaluate(epoch: float, train_loss: float, lr: float) -> dict[str, Any]:
-        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size)
+        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size, class_weights=pers_w)
         bytes_all = comm.gather_nodes(comm.bytes_sent.to(c.device)).double().cpu()
         split = comm.mean_over_nodes(torch.tensor([timer.interval()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
@@ -458,6 +464,13 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "node_accuracies": final.get("node_accuracies"),
         "before_consensus_rounds": {k: before.get(k) for k in ("mean_node_accuracy", "averaged_model_accuracy",
                                                                 "mean_node_loss", "averaged_model_loss")},
+        # worst-node views (issue 33): the 10th percentile of the nodes' accuracies, and each node's
+        # accuracy on the test set reweighted to its own training label distribution (train/personal.py)
+        "p10_node_accuracy": final.get("p10_node_accuracy"),
+        "mean_personalized_accuracy": final.get("mean_personalized_accuracy"),
+        "min_personalized_accuracy": final.get("min_personalized_accuracy"),
+        "p10_personalized_accuracy": final.get("p10_personalized_accuracy"),
+        "personalized_accuracies": final.get("personalized_accuracies"),
         "mean_node_loss": final["mean_node_loss"],
         "averaged_model_loss": final["averaged_model_loss"],
         "final_train_loss": final["train_loss"],

@@ -115,7 +115,9 @@ def check_plain(cfg: TrainConfig) -> None:
     if not 0 < o.decay <= 1:
         raise ConfigError("optimizer.decay", f"must be in (0, 1], got {o.decay}")
     from .tb_log import check_mode
+    from .tracking import parse_tracking
     check_mode(cfg.tensorboard)
+    parse_tracking(getattr(cfg, "tracking", None))
     for m in o.milestones:
         _number("optimizer.milestones", m, lo=0, allowed="a list of finite epochs >= 0")
     if o.decay_every != 0:
