@@ -162,3 +162,40 @@ def test_a_tasks_own_loss_is_used_on_every_path(spec):
     params = c.x0.unsqueeze(0).repeat(NODES, 1)
     loss, grad = model.loss_and_grad(params, c.dataset.x_train[idx[:, 0]], c.dataset.y_train[idx[:, 0]])
     assert torch.count_nonzero(grad) == 0 and torch.count_nonzero(loss) == 0
+
+
+@pytest.mark.slow  # two gloo processes (~30 s)
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="needs torch.distributed")
+def test_distributed_ranks_draw_the_simulators_numbers_at_8_bits_with_dropout(tmp_path):
+    """One node per rank (2 gloo processes) against the simulator's loop: the dropout model at
+    8 bits, Choco top-k, 20 steps. Each rank keys its node's streams by (seed, node, step)
+    as the simulator does, so the runs end with the same parameters."""
+    import os
+    import sys
+    import time
+    from pathlib import Path
+
+    from decent8.cli.launch_cmd import LocalNodes
+    from decent8.train.loop import train
+
+    root = Path(__file__).resolve().parents[1]
+    config = ["nodes=2", "device=cpu", "model=tests.equivalence_models:make_plain_drop", "precision=int8",
+              "algorithm=choco", "compression=topk", "compression.ratio=0.9", "topology=ring", "data.subset=160",
+              "data.batch_size=8", "epochs=2", "algorithm.consensus_rounds=0", "optimizer.warmup_epochs=0",
+              "progress=false", "sim.chunk=1", "dist_timeout_s=60", "checkpoint=true", f"out_dir={tmp_path}"]
+    train(load_config(None, [*config, "name=sim"]), quiet=True)
+    (tmp_path / "logs").mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    group = LocalNodes(2, [sys.executable, "-m", "decent8", "train", *config, "backend=distributed", "name=dist",
+                           "--quiet"], log_dir=tmp_path / "logs", env=env)
+    deadline = time.monotonic() + 240
+    while any(c is None for c in group.poll()):
+        assert time.monotonic() < deadline, "distributed run did not finish"
+        time.sleep(0.1)
+    group.close()
+    texts = [(tmp_path / "logs" / f"node{r}.log").read_text() for r in range(2)]
+    assert group.poll() == [0, 0], "\n".join(texts)
+    sim = torch.load(tmp_path / "sim" / "checkpoint.pt", map_location="cpu", weights_only=False)["engine"]["z"]
+    for r in range(2):
+        z = torch.load(tmp_path / "dist" / f"checkpoint-rank{r}.pt", map_location="cpu", weights_only=False)["engine"]["z"]
+        assert _rel(z[0], sim[r]) <= 1e-5
