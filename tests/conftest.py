@@ -14,6 +14,18 @@ from decent8.experiments.regenerate import use_reference_kernels
 use_reference_kernels()
 
 
+@pytest.fixture
+def one_thread():
+    """One thread for the test: float results (and the compiled kernels' reductions) then do not
+    depend on how a machine's cores split the work."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _temporary_cache(tmp_path_factory):
     """XDG_CACHE_HOME and torch.compile's kernel cache -> session temporary folders (subprocesses

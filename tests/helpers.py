@@ -8,6 +8,22 @@ from decent8.train.build import build
 from decent8.train.engine import Engine
 
 
+def call(argv: list[str]) -> tuple[object, str, list[str]]:
+    """``decent8 argv`` in this process: exit code, stdout, the non-blank stderr lines."""
+    import contextlib
+    import io
+
+    from decent8.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+    return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]
+
+
 def small_config(overrides: list[str]) -> list[str]:
     return ["nodes=4", "device=cpu", "progress=false", "model.width=4", *overrides]
 

@@ -35,16 +35,6 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
-@pytest.fixture
-def one_thread():
-    """One thread: with several, the compiled kernels split their reductions across the
-    threads differently from ATen, and 100 steps grow that rounding to ~4e-5 (2 threads)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_compiled_and_eager_steps_give_the_same_parameters(one_thread):
     # FP32, 8 nodes, Choco-SGD: 100 steps (the issue's parity bar: 1e-5 relative). Exact
     # gossip (identity): top-k's selection is discontinuous, and a rounding-level difference

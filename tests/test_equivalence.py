@@ -83,12 +83,7 @@ def _strategies(overrides: list[str]) -> list[Strategy]:
     return out
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
 
 
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))

@@ -1,8 +1,6 @@
 """Issue 11: no code from files or peers, no foreign data deleted, reproducers give one line."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import pickle
@@ -16,21 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from decent8.cli.main import main
 from decent8.config import load_config, to_yaml
 from decent8.errors import ConfigError
+
+from .helpers import call
 
 FAST = ["device=cpu", "model=mlp", "model.width=4", "nodes=4", "progress=false", "algorithm.consensus_rounds=2"]
 
 
-def call(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]
 
 
 def one_line(rc, lines, option=None, code=2):

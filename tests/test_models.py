@@ -12,12 +12,7 @@ from decent8.nn.norms import NORMS
 from decent8.quant import set_stochastic
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
 
 
 #: tiny inputs / widths for the equivalence checks

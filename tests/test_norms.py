@@ -25,12 +25,7 @@ from decent8.nn.norms import (
 from decent8.quant import QuantSpec, fake_quantize, quantize_tensor, set_stochastic
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
 
 
 K, B, C, H = 2, 3, 16, 4

@@ -25,12 +25,7 @@ from decent8.quant import (
 from decent8.quant.layers import ActQuant, update_running
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
 
 
 def _scale(mn, mx, bits):

@@ -2,7 +2,6 @@
 hand checks found (the seeded whole-command fuzz is in test_fuzz_cli.py)."""
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -16,21 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from decent8.cli.main import main
+from .helpers import call
 
 FAST = ["device=cpu", "model=mlp", "model.width=4", "nodes=4", "progress=false", "algorithm.consensus_rounds=2",
         "data.subset=200"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def call(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]
 
 
 def one_line(rc, lines, needle=None, code=2):
