@@ -4,7 +4,8 @@ with dropout, every kind of norm, a residual add and a HuggingFace transformer, 
 and at 8 bits (docs/execution.md "One config, one result").
 
 FP32: parameters after 20 steps agree with the loop's to 1e-5 relative (float summation
-order only). 8 bits: every node draws the same stochastic-rounding dither from its own
+order only). The compiled cases (a compiled loop and compiled vmap chunks, FP32 and 8-bit,
+against eager) are tests/test_compile.py's. 8 bits: every node draws the same stochastic-rounding dither from its own
 stream on every path, so one step agrees to 1e-5 (and lands 1e-3 away with other draws);
 over 20 steps the rounding decisions that the paths' different float summation orders flip
 grow (measured ≤ 1.6e-2 after 20 steps), which the quantizer's discontinuity allows no
@@ -104,13 +105,6 @@ def test_int8_every_strategy_draws_the_loops_numbers(model):
     for strategy in _strategies(ov):
         assert _rel(_run(ov, strategy, steps=1), ref1) <= 1e-5, strategy.spec
     assert _rel(_run(ov, strategy_for("vmap", NODES)), ref) <= INT8_BOUND_20_STEPS
-
-
-def test_compiled_vmap_chunk_equals_the_loop():
-    """One compiled case of the matrix: an MLP with dropout, FP32, Choco top-k, vmap chunks of 2."""
-    ov = ["model=tests.equivalence_models:make_mlp_drop"] + ALGORITHMS["choco_topk"]
-    ref = _run(ov, strategy_for("vmap", 1))
-    assert _rel(_run(ov, strategy_for("vmap", 2), compiled=True), ref) <= 1e-5
 
 
 def _write_text_data(path) -> None:
