@@ -260,8 +260,7 @@ class StackedModel:
             named = self.layout.unflatten(params[i0:i1])
             bufs = self._chunk_buffers(buffers, i0, i1)
             keys = None if step is None else self.stream_keys(i0, i1, step)
-            with streams.keyed_random(keys, self.may_draw):
-                streams.start(keys)
+            with streams.keyed_random(keys, self.may_draw):  # (numbers its draws from 0)
                 outs.append(strategy.outputs(self, {**named, **bufs}, take(x, slice(i0, i1)), i1 - i0))
             self._write_back(buffers, bufs, i0, i1)
         return torch.cat(outs, 0)
