@@ -7,7 +7,9 @@ import yaml
 
 from decent8.config import load_config, to_yaml
 from decent8.errors import ConfigError
-from decent8.train.build import ALGORITHM_DEFAULTS, build, resolve_algorithm_defaults
+from decent8.algorithms import algorithm_class
+from decent8.algorithms.base import Algorithm
+from decent8.train.build import build, resolve_algorithm_defaults
 
 from .helpers import small_config
 
@@ -20,7 +22,7 @@ def test_marsit_defaults_to_plain_sgd_and_gossip_to_nesterov():
     for name in ("choco", "dpsgd", "deepsqueeze", "psgd", "signsgd"):
         cfg = load_config(None, [f"algorithm={name}"])
         assert resolve_algorithm_defaults(cfg) == {"optimizer.momentum": 0.9}
-    assert set(ALGORITHM_DEFAULTS["marsit"]) <= set(ALGORITHM_DEFAULTS["*"])
+    assert set(algorithm_class("marsit").defaults) <= set(Algorithm.defaults)
 
 
 def test_a_user_value_overrides_the_algorithm_default():

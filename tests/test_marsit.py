@@ -302,14 +302,14 @@ BAD = [
     (["algorithm=marsit", "topology=complete"], "topology"),
     (["algorithm=psgd", "topology=star"], "topology"),
     (["algorithm=signsgd", "topology=exponential"], "topology"),
-    (["algorithm=marsit", "topology=ring", "marsit.K=-1"], "marsit.K"),
-    (["algorithm=marsit", "topology=ring", "marsit.K=2.5"], "marsit.K"),
-    (["algorithm=marsit", "topology=ring", "marsit.eta_s=0"], "marsit.eta_s"),
-    (["algorithm=marsit", "topology=ring", "marsit.eta_s=-0.1"], "marsit.eta_s"),
+    (["algorithm=marsit", "topology=ring", "allreduce.K=-1"], "allreduce.K"),
+    (["algorithm=marsit", "topology=ring", "marsit.K=2.5"], "allreduce.K"),     # the old group name is read as allreduce
+    (["algorithm=marsit", "topology=ring", "allreduce.eta_s=0"], "allreduce.eta_s"),
+    (["algorithm=marsit", "topology=ring", "marsit.eta_s=-0.1"], "allreduce.eta_s"),
     (["algorithm=marsit", "topology=ring", "algorithm.push_sum=true"], "push_sum"),
-    (["algorithm=marsit", "topology=ring", "marsit.reset=sometimes"], "marsit.reset"),
+    (["algorithm=marsit", "topology=ring", "allreduce.reset=sometimes"], "allreduce.reset"),
     (["algorithm=marsit", "topology=torus", "nodes=8", "topology.rows=3"], "topology.rows"),
-    (["algorithm=marsit", "marsit.bogus=1"], "marsit.bogus"),
+    (["algorithm=marsit", "allreduce.bogus=1"], "allreduce.bogus"),
 ]
 
 

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from ..algorithms import display_name, display_order
 from ..atomic import atomic_write_text
 from ..atomic import save_figure as _save_figure
 from ..config import EXECUTION_OPTIONS, flatten
@@ -43,8 +44,6 @@ from .presets import canonical_label
 
 SWEEP_FILE = "sweep.json"
 METRICS = {"mean_node": "mean_node_accuracy", "averaged": "averaged_model_accuracy"}
-_ALGO_NAMES = {"dpsgd": "D-PSGD", "deepsqueeze": "DS", "choco": "Choco", "sgp": "SGP", "sparse_push": "Sparse-Push",
-               "choco_push": "Choco-push"}
 _AXIS_TITLES = {"comp": "Comp. (%)", "skew": "Degree of skew", "model.norm": "Norm", "nodes": "Nodes",
                 "algorithm": "Algorithm", "precision": "Precision"}
 AGGREGATED = ("seed",)      # axes averaged over (mean ± s.e., n) instead of shown as rows
@@ -220,7 +219,7 @@ def _short(key: str) -> str:
 # --------------------------------------------------------------------------- layout
 def column_name(spec: dict[str, str]) -> str:
     algo = spec.get("algorithm")
-    name = _ALGO_NAMES.get(algo, algo) if algo else ""
+    name = display_name(algo) if algo else ""
     extra = [f"{k}={v}" for k, v in spec.items() if k not in ("algorithm", "precision")]
     if spec.get("precision") == "int8":
         name = "LP-" + (name or "int8")
@@ -241,7 +240,7 @@ def layout(sw: Sweep) -> tuple[dict[str, Any], list[str], dict[str, dict[str, An
     for c in sw.cells:
         spec = {k: c.labels[k] for k in col_keys if k in c.labels}
         specs.setdefault(column_name(spec), spec)
-    order = list(_ALGO_NAMES)
+    order = list(display_order())
 
     def rank(item: tuple[str, dict[str, Any]]) -> tuple:
         spec = item[1]
@@ -449,7 +448,7 @@ def plot_fp32_vs_int8(sw: Sweep, path: Path, metric: str = "mean_node_accuracy")
                label="FP32" if prec == "fp32" else "8-bit")
         for x, k in zip(xs, keys):
             ax.plot([x] * len(pairs[k][prec]), pairs[k][prec], ".", color="black", markersize=3)
-    names = ["\n".join(_ALGO_NAMES.get(v, v) if a == "algorithm" else f"{_short_axis(a)} {v}" for a, v in k)
+    names = ["\n".join(display_name(v) if a == "algorithm" else f"{_short_axis(a)} {v}" for a, v in k)
              for k in keys]
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels(names, fontsize=7)

@@ -54,10 +54,11 @@ def step_log(cfg):
 
 
 def label_of(summary: dict) -> str:
-    from ..algorithms import ALLREDUCE_ALGORITHMS
+    from ..algorithms import algorithm_class
     alg, comp = summary["algorithm"], summary["compression"]
     prec = "" if summary.get("precision", "fp32") == "fp32" else f" {summary['precision']}"
-    return (alg if alg in ALLREDUCE_ALGORITHMS or comp in ("identity", "none") else f"{alg}/{comp}") + prec
+    own_wire = algorithm_class(alg).own_wire_format
+    return (alg if own_wire or comp in ("identity", "none") else f"{alg}/{comp}") + prec
 
 
 def analyse(run: Path, bandwidths: list[float], latency: float) -> dict:

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from .. import __version__
-from ..algorithms import ALLREDUCE_ALGORITHMS
+from ..algorithms import algorithm_class
 from ..comm.base import Communicator
 from ..config import TrainConfig, flatten, from_dict, partition_label, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
@@ -61,9 +61,7 @@ def default_run_stem(cfg: TrainConfig) -> str:
 
 def run_label(cfg: TrainConfig, sep: str = "/") -> str:
     """``algorithm/compression``, or the algorithm alone for ring all-reduce algorithms (own wire format)."""
-    if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
-        return cfg.algorithm.name
-    return f"{cfg.algorithm.name}{sep}{cfg.compression.name}"
+    return algorithm_class(cfg.algorithm.name).run_label(cfg.compression.name, sep)
 
 
 def write_partition(run: RunDir, c: Components) -> None:
@@ -344,11 +342,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     def diverged(when: str, epoch: int, consensus: bool = False) -> TrainingError:
         """The message for a run that went non-finite: what to lower (γ only where the
         algorithm has one) and where the last good checkpoint is (only if there is one)."""
-        knobs = ["optimizer.lr"]
-        if c.algorithm.aggregates_updates:
-            knobs = ["optimizer.lr", "marsit.eta_s"] if cfg.algorithm.name in ("marsit", "signsgd") else knobs
-        else:
-            knobs = ["algorithm.gamma"] if consensus else ["optimizer.lr", "algorithm.gamma"]
+        knobs = c.algorithm.divergence_knobs(consensus)
         now = f" (γ is now {c.gamma:g})" if "algorithm.gamma" in knobs else ""
         saved = max(epoch, start_epoch) if cfg.checkpoint else start_epoch
         where = (f"; the last good checkpoint (epoch {saved}) is in {run.path}" if saved > 0 and
@@ -444,8 +438,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         if comm.is_main:
             run.write_metrics(rows)
             plot_curves(rows, run.file("curves.png"), title=run.path.name)
-    allreduce = c.algorithm.aggregates_updates  # all-reduce algorithms fix their own wire format
-    bytes_per_iter = c.algorithm.message_bytes() if allreduce else c.compressor.nbytes() * c.algorithm.messages_per_step
+    bytes_per_iter = c.algorithm.message_bytes(c.compressor)
     run_split = comm.mean_over_nodes(torch.tensor([timer.run_means()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
     summary = {
@@ -486,7 +479,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "push_sum": c.push_sum,
         "gamma": c.gamma,
         "algorithm_defaults": c.defaults,
-        "compression": c.algorithm.wire_format if allreduce else cfg.compression.name,
+        "compression": c.algorithm.wire_label(cfg.compression.name),  # all-reduce: its own wire format
         "topology": cfg.topology.name,
         "model": cfg.model.name if given.get("module") is None else type(c.model.module).__name__,
         "loss": c.model.task.name,
