@@ -19,7 +19,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "my_algorithm.py"
 ALG = "algorithm=my_algorithm:MyAlgorithm"
-#: 4 nodes on digits: 22 steps per epoch, 3 epochs = 66 steps (≥ 20), gossip every 4th step
+#: 4 nodes on digits: ~22 steps per epoch, 3 epochs ≈ 66 steps (≥ 20), gossip every 4th step
 CONFIG = ["nodes=4", "device=cpu", "data.name=digits", "model=mlp", "model.width=16", "topology=directed_ring",
           ALG, "compression=topk", "compression.ratio=0.9", "epochs=3", "algorithm.consensus_rounds=3",
           "progress=false", "seed=5", "sim.chunk=1", "dist_timeout_s=60"]
@@ -63,11 +63,12 @@ def test_the_example_is_short_and_decent8_does_not_know_it():
 def test_the_example_trains_in_the_simulator_gossiping_every_fourth_step(sim_run):
     s = json.loads((sim_run / "summary.json").read_text())
     assert s["algorithm"] == "my_algorithm:MyAlgorithm" and s["compression"] == "topk"
-    assert s["steps"] == 3 * 22 + 3 and s["mean_node_accuracy"] > 0.2   # chance: 0.1
+    steps = 3 * s["steps_per_epoch"]
+    assert steps >= 20 and s["steps"] == steps + 3 and s["mean_node_accuracy"] > 0.2   # chance: 0.1
     assert s["sim_time_s"] > 0 and s["time_model"]                      # the time model ran
-    # bytes: 66 // 4 = 16 gossip rounds in training + 3 consensus rounds, one top-k message each
+    # bytes: steps // 4 gossip rounds in training + 3 consensus rounds, one top-k message each
     choco_bytes = s["message_bytes"] * 4                                # per gossip round
-    assert s["bytes_sent_per_node"] == pytest.approx(choco_bytes * (66 // 4 + 3))
+    assert s["bytes_sent_per_node"] == pytest.approx(choco_bytes * (steps // 4 + 3))
 
 
 def test_the_same_parameters_on_4_gloo_processes(user_folder, sim_run):
