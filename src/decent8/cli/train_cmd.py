@@ -143,10 +143,11 @@ def run(ns: argparse.Namespace) -> int:
         if ns.print_config:
             print(to_yaml(cfg), end="")
             return 0
+        started: dict = {}
         try:
-            summary, path = train(cfg, quiet=ns.quiet)
-        except KeyboardInterrupt as e:   # train() fills in cfg.name once the folder exists
-            raise _interrupted(e, Path(cfg.out_dir) / cfg.name if cfg.name else None, cfg.checkpoint) from None
+            summary, path = train(cfg, quiet=ns.quiet, started=started)
+        except KeyboardInterrupt as e:   # train() fills in the run folder once it exists
+            raise _interrupted(e, started.get("run_dir"), cfg.checkpoint) from None
     one_of_many = summary.get("backend") == "distributed" and os.environ.get("RANK", "0") != "0"
     if ns.quiet and not one_of_many:      # scripts still need the path
         print(path, flush=True)

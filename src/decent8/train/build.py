@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..algorithms import algorithm_class
-from ..algorithms.allreduce import check_allreduce_options
+from ..algorithms.allreduce import RESETS
 from ..algorithms.base import Algorithm, AlgorithmContext
 from ..comm.base import Communicator
 from ..comm.simulator import SimulatorCommunicator
@@ -193,7 +193,8 @@ def check_scalars(cfg: TrainConfig) -> None:
     algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass
     _number("allreduce.eta_s", cfg.allreduce.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
     _number("allreduce.K", cfg.allreduce.K, lo=0, integer=True)
-    check_allreduce_options(cfg.allreduce.K, cfg.allreduce.eta_s, cfg.allreduce.reset)
+    if cfg.allreduce.reset not in RESETS:
+        raise choice_error("allreduce.reset", cfg.allreduce.reset, RESETS)
 
 
 def option_value(cfg: TrainConfig, option: str) -> object:
@@ -280,8 +281,12 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     The Python API (:mod:`decent8.api`) may hand over the model (an initialised
     ``nn.Module``), the data set, the loss and the per-node index lists instead of
     their config options. Options left null take the algorithm's defaults
-    (:func:`resolve_algorithm_defaults`)."""
+    (:func:`resolve_algorithm_defaults`). ``cfg`` is not changed: the components hold the
+    resolved copy (``Components.cfg``: defaults filled, what config.yaml records)."""
+    import copy
+
     check_scalars(cfg)
+    cfg = copy.deepcopy(cfg)
     defaults = resolve_algorithm_defaults(cfg)
     qspec = quant_spec(cfg)
     device = resolve_device(cfg.device)
@@ -331,7 +336,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
 
     task = make_task(cfg.loss if loss is None else loss, cfg.task,
                      integer_targets=not dataset.is_regression)
-    parse_chunk(cfg.sim.chunk)
+    parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     parse_compile(cfg.sim.compile)
     if module is None:
         model_name = cfg.model.name
