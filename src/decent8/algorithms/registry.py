@@ -49,12 +49,19 @@ def algorithm_names() -> tuple[str, ...]:
     return tuple(_BUILTIN) + tuple(n for n in _REGISTERED if n not in _BUILTIN)
 
 
+def registered_class(name: str) -> "type[Algorithm] | None":
+    """The class of a registered name, or None: never imports a user's module (for reading
+    stored results, which may name code by import path)."""
+    if name in _BUILTIN or name in _REGISTERED:
+        return algorithm_class(name)
+    return None
+
+
 def display_name(name: str) -> str:
     """A registered algorithm's display name; any other value (an import path in a stored
     result, say) unchanged: nothing is imported beyond decent8's own modules."""
-    if name in _BUILTIN or name in _REGISTERED:
-        return algorithm_class(name).label()
-    return name
+    cls = registered_class(name)
+    return cls.label() if cls is not None else name
 
 
 def display_order() -> tuple[str, ...]:
@@ -96,4 +103,4 @@ def algorithm_class(name: str) -> "type[Algorithm]":
     return cls
 
 
-__all__ = ["DEFAULT_ALGORITHM", "algorithm_names", "display_name", "display_order", "register", "algorithm_class"]
+__all__ = ["DEFAULT_ALGORITHM", "algorithm_names", "registered_class", "display_name", "display_order", "register", "algorithm_class"]
