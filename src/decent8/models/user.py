@@ -53,7 +53,8 @@ def load_factory(path: str, option: str = "model") -> Callable[..., Any]:
             raise ConfigError(option, f"module {mod_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ConfigError(option, f"{path} is not callable (a factory returning an nn.Module is expected)")
+        what = " (a factory returning an nn.Module is expected)" if option == "model" else ""
+        raise ConfigError(option, f"{path} is not callable{what}")
     return obj
 
 
