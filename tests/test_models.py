@@ -8,7 +8,7 @@ from decent8.cli.main import main
 from decent8.config import load_config
 from decent8.errors import ConfigError
 from decent8.models import StackedModel, init_parameters, make_model
-from decent8.nn.norms import NORMS
+from decent8.models.norms import NORMS
 from decent8.quant import set_stochastic
 
 
@@ -191,3 +191,23 @@ def test_int8_resume_equals_uninterrupted(tmp_path):
     resumed, _ = train(None, resume=run, quiet=True)
     for key in ("mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "averaged_model_loss"):
         assert resumed[key] == full[key], key
+
+
+def test_a_registered_model_is_built_by_name_and_names_are_unique():
+    from torch import nn as tnn
+
+    from decent8.models import ModelArgs, make_model, register_model, registry
+
+    @register_model("tiny_test_linear", norms=("none",))
+    def tiny(a: ModelArgs) -> tnn.Module:
+        return tnn.Sequential(tnn.Flatten(), tnn.Linear(a.channels * a.size, a.num_classes))
+
+    try:
+        m = make_model("tiny_test_linear", (1, 4), 3)
+        assert m(torch.zeros(2, 1, 4)).shape == (2, 3)
+        with pytest.raises(ValueError, match="registered twice"):
+            register_model("tiny_test_linear")(tiny)
+        with pytest.raises(ConfigError):
+            make_model("tiny_test_linear", (1, 4), 3, norm="evonorm")
+    finally:
+        del registry.MODELS["tiny_test_linear"]

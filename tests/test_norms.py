@@ -12,7 +12,7 @@ from torch.func import functional_call
 
 from decent8.errors import ConfigError
 from decent8.models import StackedModel
-from decent8.nn.norms import (
+from decent8.models.norms import (
     BatchNormReLU,
     EvoNormS0,
     GroupNormReLU,
@@ -134,7 +134,7 @@ def test_range_evonorm_int8_matches_formula():
 
 @pytest.mark.parametrize("chunk", [1, K])
 def test_range_evonorm_int8_gradient_is_8bit_and_eval_deterministic(chunk, monkeypatch):
-    import decent8.nn.norms as norms
+    import decent8.models.norms as norms
 
     seen = []
     if chunk == 1:  # spy on the gradient the layer's output quantizer hands back (a plain tensor per node)
