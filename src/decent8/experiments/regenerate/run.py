@@ -18,8 +18,8 @@ from .catalog import PINNED, Priced, Result
 def price(priced: Priced, sweeps_dir: str, figures: Path) -> dict[str, str]:
     """Run ``priced``'s sweeps into ``sweeps_dir`` (finished cells are skipped) and price them:
     table → its markdown; PNGs and the tables' .md files are written under ``figures``."""
-    from ..cli.main import main as cli
-    from ..timing.tta import main as tta
+    from ...cli.main import main as cli
+    from ...timing.tta import main as tta
     for name, cells, overrides in priced.sweeps:
         argv = ["sweep", *[a for c in cells for a in ("--cell", c)], *PINNED, *overrides,
                 f"out_dir={sweeps_dir}", "--name", name, "--quiet"]
