@@ -6,7 +6,8 @@ import sys
 import importlib
 import warnings
 
-from .. import __version__, signals
+from .. import signals
+from ..version import __version__
 from ..errors import ConfigError, Terminated, TrainingError
 from .common import OneLineParser, fail
 
