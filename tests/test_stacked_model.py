@@ -62,14 +62,26 @@ def test_stacked_gradients_equal_per_node_gradients(name, precision, dtype, chun
     assert (model.buffers is not None) == (precision == "int8" or name == "cnn")
 
 
-def test_logits_shape_and_eval_consistency():
+def test_logits_of_each_node_are_its_plain_modules_outputs():
+    """Two nodes with different parameters: each node's logits (evaluated in chunks of 3 samples)
+    are the plain module's outputs with that node's parameters, and the two differ."""
+    torch.manual_seed(0)
     module = make_model("cnn", (1, 8, 8), 10, width=4)
+    template = copy.deepcopy(module)
     model = StackedModel(module)
-    params = model.flat_parameters().repeat(2, 1)
+    params = model.flat_parameters().repeat(2, 1) + 0.1 * torch.randn(2, model.dim)
     x = torch.randn(7, 1, 8, 8)
     out = model.logits(params, x, chunk=3)
     assert out.shape == (2, 7, 10)
-    assert torch.allclose(out[0], out[1])
+    for i in range(2):
+        one = copy.deepcopy(template)
+        with torch.no_grad():
+            for p, v in zip(one.parameters(), model.layout.unflatten(params[i]).values()):
+                p.copy_(v)
+        one.eval()
+        with torch.no_grad():
+            assert torch.allclose(out[i], one(x), rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(out[0], out[1])
 
 
 def test_init_is_deterministic_and_independent_of_global_rng():
