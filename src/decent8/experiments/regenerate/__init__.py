@@ -13,8 +13,8 @@ exactly what :func:`render` prints for the runs of :data:`RESULTS`. So
 keeps the documents honest. :data:`RESULTS` are tables of run summaries (cells × seeds);
 :data:`PRICED` are sweeps priced on a network model by ``decent8.timing.tta`` (the
 time-to-accuracy page), one marker per table. Cheap subsets are rerun by the tests: the README's main-job
-row (tests/test_regenerate.py), seed 0 of three cells of the Marsit table
-(tests/test_marsit_accuracy.py). Result tables of docs/results/ that are not listed here
+row (tests/experiments/test_regenerate.py), seed 0 of three cells of the Marsit table
+(tests/algorithms/test_marsit_accuracy.py). Result tables of docs/results/ that are not listed here
 say so in place ("measured once, with the code as of commit X, with command Y").
 
 The runs pin ``sim.chunk=8`` (8 nodes in one vmap call) unless a row names its own (the

@@ -26,7 +26,7 @@ from decent8.topology import make_topology
 from decent8.train.build import build
 from decent8.train.norm_stats import has_running_stats, mix_buffers, warn_if_skewed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QUICK = dict(nodes=4, epochs=1, checkpoint=False, tensorboard="false", sim__chunk="1", progress=False)
 
 

@@ -16,7 +16,7 @@ from decent8.errors import ConfigError
 from decent8.topology import make_topology
 from decent8.train.build import build
 
-from .heterogeneity_problem import make_engine, problem
+from tests.heterogeneity_problem import make_engine, problem
 
 STEPS = 1500
 LR = 0.3

@@ -13,7 +13,7 @@ from decent8.config import TrainConfig, load_config
 from decent8.experiments.presets import canonical_label, list_presets, load_preset, make_plan, resolve_config_arg
 from decent8.experiments.report import build_report, load_sweep, markdown_table
 
-PAPER = Path(__file__).resolve().parents[1] / "configs" / "paper"
+PAPER = Path(__file__).resolve().parents[2] / "configs" / "paper"
 #: presets of decent8's own studies (not the paper's tables): their cell counts
 STUDIES = {"topologies_digits32": 42}
 PRESETS = sorted(p.stem for p in PAPER.glob("*.yaml") if p.stem not in STUDIES)

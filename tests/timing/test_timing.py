@@ -22,7 +22,7 @@ from decent8.topology import Topology, make_topology
 from decent8.train.build import build
 from decent8.train.loop import train
 
-from .helpers import small_config
+from tests.helpers import small_config
 
 
 def fixed_device(compute) -> DeviceModel:

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from .helpers import call
+from tests.helpers import call
 
 FAST = ["device=cpu", "model=mlp", "model.width=4", "nodes=4", "progress=false", "algorithm.consensus_rounds=2",
         "data.subset=200"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 

@@ -136,7 +136,7 @@ def test_auto_chunk_records_choice_and_leaves_state(tmp_path):
 def test_convex_example_reaches_the_centralized_optimum(tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("convex", Path(__file__).parents[1] / "examples" / "convex.py")
+    spec = importlib.util.spec_from_file_location("convex", Path(__file__).parents[2] / "examples" / "convex.py")
     convex = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(convex)
     assert convex.solve(logistic=False, out_dir=str(tmp_path)) < 1e-2

@@ -15,7 +15,7 @@ from decent8.cli.launch_cmd import LocalNodes
 from decent8.comm.simulator import SimulatorCommunicator
 from decent8.topology import make_topology
 
-from .heterogeneity_problem import make_engine, problem
+from tests.heterogeneity_problem import make_engine, problem
 
 pytestmark = [pytest.mark.skipif(not torch.distributed.is_available(), reason="needs torch.distributed"),
               pytest.mark.slow]          # 4 worker processes: ~7 s
@@ -71,7 +71,7 @@ def ranks(tmp_path_factory):
     root = tmp_path_factory.mktemp("hetero_parity")
     script = root / "worker.py"
     script.write_text(WORKER)
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(Path(__file__).resolve().parents[2])
     group = LocalNodes(N, [sys.executable, str(script), str(root), repo], log_dir=root)
     deadline = time.monotonic() + 240
     while any(c is None for c in group.poll()):

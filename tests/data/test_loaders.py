@@ -17,7 +17,7 @@ import torch
 from decent8.cli.main import main
 from decent8.data.registry import _MEMO, load_dataset, stratified_subset
 
-from .data_fixtures import (
+from tests.data_fixtures import (
     AG_TEST,
     AG_TRAIN,
     CIFAR_CLASSES,

@@ -17,7 +17,7 @@ import torch
 from decent8.config import load_config, to_yaml
 from decent8.errors import ConfigError
 
-from .helpers import call
+from tests.helpers import call
 
 FAST = ["device=cpu", "model=mlp", "model.width=4", "nodes=4", "progress=false", "algorithm.consensus_rounds=2"]
 

@@ -12,7 +12,7 @@ import torch
 from decent8.errors import ConfigError
 from decent8.optim import LocalAdam, make_optimizer
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the fixtures' folder
 
 
 # --------------------------------------------------------------------------- local Adam
@@ -133,14 +133,14 @@ needs_transformers = pytest.mark.skipif(importlib.util.find_spec("transformers")
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     pytest.importorskip("transformers")
-    from .text_fixtures import write_tiny_pretrained
+    from tests.text_fixtures import write_tiny_pretrained
 
     return write_tiny_pretrained(tmp_path_factory.mktemp("tiny") / "bert")
 
 
 @needs_transformers
 def test_tokenizer_cache_round_trips(tmp_path, tiny_dir):
-    from .data_fixtures import AG_TRAIN, write_agnews
+    from tests.data_fixtures import AG_TRAIN, write_agnews
     from decent8.data import cache as cache_mod
     from decent8.data.agnews import load_agnews
     from decent8.data.tokenize import hf_tokenize
@@ -212,7 +212,7 @@ def test_int8_transformer_quantizes_linear_layers_only(tiny_dir):
 @pytest.mark.parametrize("precision", ["fp32", pytest.param("int8", marks=pytest.mark.slow)])
 def test_hf_model_fine_tunes_on_agnews_with_local_adamw(tmp_path, tiny_dir, precision):
     """The whole path: model=hf model.pretrained=<folder>, its tokenizer, local AdamW, gossip."""
-    from .data_fixtures import write_agnews
+    from tests.data_fixtures import write_agnews
     from decent8.config import load_config
     from decent8.train.loop import train
 
@@ -232,7 +232,7 @@ def test_hf_model_fine_tunes_on_agnews_with_local_adamw(tmp_path, tiny_dir, prec
 
 @needs_transformers
 def test_agnews_default_model_and_hf_from_scratch_on_word_ids(tmp_path):
-    from .data_fixtures import write_agnews
+    from tests.data_fixtures import write_agnews
     from decent8.config import load_config
     from decent8.train.build import build
 

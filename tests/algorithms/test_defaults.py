@@ -9,7 +9,7 @@ from decent8.config import load_config, to_yaml
 from decent8.errors import ConfigError
 from decent8.train.build import ALGORITHM_DEFAULTS, build, resolve_algorithm_defaults
 
-from .helpers import small_config
+from tests.helpers import small_config
 
 
 def test_marsit_defaults_to_plain_sgd_and_gossip_to_nesterov():

@@ -12,7 +12,7 @@ from decent8.errors import ConfigError
 from decent8.layout import ParamLayout
 from decent8.topology import make_topology
 
-from .helpers import engine_trajectory
+from tests.helpers import engine_trajectory
 
 
 def irregular_topology(tmp_path):

@@ -5,7 +5,7 @@ and at 8 bits (docs/execution.md "One config, one result").
 
 FP32: parameters after 20 steps agree with the loop's to 1e-5 relative (float summation
 order only). The compiled cases (a compiled loop and compiled vmap chunks, FP32 and 8-bit,
-against eager) are tests/test_compile.py's. 8 bits: every node draws the same stochastic-rounding dither from its own
+against eager) are tests/models/test_compile.py's. 8 bits: every node draws the same stochastic-rounding dither from its own
 stream on every path, so one step agrees to 1e-5 (and lands 1e-3 away with other draws);
 over 20 steps the rounding decisions that the paths' different float summation orders flip
 grow (measured ≤ 1.6e-2 after 20 steps), which the quantizer's discontinuity allows no
@@ -167,7 +167,7 @@ def test_distributed_ranks_draw_the_simulators_numbers_at_8_bits_with_dropout(tm
     from decent8.cli.launch_cmd import LocalNodes
     from decent8.train.loop import train
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     config = ["nodes=2", "device=cpu", "model=tests.equivalence_models:make_plain_drop", "precision=int8",
               "algorithm=choco", "compression=topk", "compression.ratio=0.9", "topology=ring", "data.subset=160",
               "data.batch_size=8", "epochs=2", "algorithm.consensus_rounds=0", "optimizer.warmup_epochs=0",

@@ -17,7 +17,7 @@ from decent8.cli.launch_cmd import LocalNodes  # noqa: E402
 from decent8.config import load_config  # noqa: E402
 from decent8.train.loop import train  # noqa: E402
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the fixtures' folder
 N = 4
 
 

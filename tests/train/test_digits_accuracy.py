@@ -4,7 +4,7 @@ D-PSGD at skew 0 reaches ≥ 93 %; Choco-SGD with 99 % top-k is within 3 points 
 non-IID data (skew 0.8, the main job) costs Choco accuracy. The runs are seed 0 of the
 cells of docs/results/engine_digits.md (``python -m decent8.experiments.regenerate
 engine_digits``, the same execution), and the non-IID run is the README's main job,
-shared with tests/test_regenerate.py (one run per session).
+shared with tests/experiments/test_regenerate.py (one run per session).
 """
 from __future__ import annotations
 
