@@ -476,18 +476,26 @@ class DistributedCommunicator(Communicator):
         except Exception:  # the store went down with its host
             return None
 
+    def _peer_name(self, peer: int | None) -> str:
+        """How a failure report names process ``peer`` (None: the prefix of a list of them)."""
+        return "one of nodes " if peer is None else f"node {peer}"
+
+    def _world(self) -> int:
+        """Number of processes (one per node here; fewer with node blocks, comm/block.py)."""
+        return self.num_nodes
+
     def _describe(self, rec: dict[str, Any], seen_by: int) -> str:
         peers, kind, what = rec["peers"], rec["kind"], rec["what"]
         if not peers:
             reason = {"timeout": f"no answer within {self.timeout_s:g} s",
                       "closed": "a connection was closed"}.get(kind, rec["detail"])
-            return f"lost contact with the other nodes during {what}: {reason} (seen by node {seen_by})"
-        who = f"node {peers[0]}" if len(peers) == 1 else "one of nodes " + ", ".join(map(str, peers))
+            return f"lost contact with the other nodes during {what}: {reason} (seen by {self._peer_name(seen_by)})"
+        who = self._peer_name(peers[0]) if len(peers) == 1 else self._peer_name(None) + ", ".join(map(str, peers))
         if kind == "timeout":
-            return f"{who} did not answer within {self.timeout_s:g} s ({what}, seen by node {seen_by})"
+            return f"{who} did not answer within {self.timeout_s:g} s ({what}, seen by {self._peer_name(seen_by)})"
         if kind == "closed":
-            return f"connection closed by {who} ({what}, seen by node {seen_by})"
-        return f"{what} with {who} failed: {rec['detail']} (seen by node {seen_by})"
+            return f"connection closed by {who} ({what}, seen by {self._peer_name(seen_by)})"
+        return f"{what} with {who} failed: {rec['detail']} (seen by {self._peer_name(seen_by)})"
 
     def _culprit(self, records: dict[int, dict[str, Any]]) -> tuple[int, int] | None:
         """(culprit, the node that saw it) from every failing node's report.
@@ -507,7 +515,7 @@ class DistributedCommunicator(Communicator):
             r = p
         silent = {p for rec in records.values() for p in rec["peers"]} - set(records)
         if len(silent) != 1:
-            silent = set(range(self.num_nodes)) - set(records)
+            silent = set(range(self._world())) - set(records)
         if len(silent) != 1:
             return None
         (p,) = silent
@@ -527,7 +535,7 @@ class DistributedCommunicator(Communicator):
             store.set(f"{prefix}/{self.rank}", json.dumps(rec))
             time.sleep(STORE_GRACE_S)
             records = {}
-            for i in range(self.num_nodes):
+            for i in range(self._world()):
                 key = f"{prefix}/{i}"
                 if store.check([key]):
                     records[i] = json.loads(store.get(key))
