@@ -4,6 +4,8 @@ simulator or on the node-block communicator that ``build`` makes for
 ``backend=distributed dist.ranks=R``; returns every node's parameters and bytes."""
 from __future__ import annotations
 
+import os
+
 import torch
 
 from decent8.config import load_config
@@ -73,7 +75,7 @@ def comm_checks(graph: str, placement: str) -> list[dict]:
     from decent8.seeding import node_generators
     from decent8.topology import make_topology
 
-    R = torch.distributed.get_world_size()
+    R = int(os.environ["WORLD_SIZE"])
     layout = ParamLayout([("w", (12, 10)), ("b", (12,)), ("v", (7, 3))])
     report: list[dict] = []
     for n in (16, 10):
