@@ -1,7 +1,8 @@
 """Node blocks over torch.distributed ranks on this machine (comm/block.py; docs/hybrid.md).
 
 For each case (n nodes, R gloo ranks, block placement): R local processes, each holding
-n/R nodes of a digits-sized model as one stacked model, run Choco-SGD (99 % top-k,
+n/R nodes of a digits-sized model (width 16) as one stacked model (node-batched layers,
+``sim.chunk=layers:min(k, 1024)``), run Choco-SGD (99 % top-k,
 fp32 values) on the ring — forward, backward, local Nesterov momentum, compression,
 the exchange (in-block edges mixed locally, one message per rank pair) — on random
 batches of 16 samples per node. Reported per case: seconds per iteration (median over
@@ -43,6 +44,7 @@ def worker(out: str, n: int, model: str, steps: int) -> None:
     from decent8.comm.placement import block_placement
     from decent8.compression import make_compressor
     from decent8.models import StackedModel, init_parameters, make_model
+    from decent8.models.strategies import strategy_for
     from decent8.optim import make_optimizer
     from decent8.seeding import node_generators
     from decent8.topology import make_topology
@@ -51,9 +53,10 @@ def worker(out: str, n: int, model: str, steps: int) -> None:
     R = int(os.environ["WORLD_SIZE"])
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     comm = BlockCommunicator(make_topology("ring", n), block_placement(n, R), "cpu", 600.0)
-    module = make_model(model, (1, 8, 8), 10)
+    module = make_model(model, (1, 8, 8), 10, width=16)
     init_parameters(module, 0)
     sm = StackedModel(module, torch.device("cpu"), nodes=comm.k, node_ids=comm.local_nodes)
+    sm.use(strategy_for("layers", min(comm.k, 1024)))   # node-batched layers (sim.chunk=layers:N)
     comp = make_compressor("topk", sm.layout, ratio=0.99)
     algo = make_algorithm("choco", comm, comp, 0.05, False, node_generators(0, "compress", comm.local_nodes))
     engine = Engine(sm, algo, make_optimizer("local", 0.9, True, 1e-4), comm, sm.flat_parameters())
