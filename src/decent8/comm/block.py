@@ -151,9 +151,6 @@ class BlockCommunicator(DistributedCommunicator):
             return "one of ranks "
         return f"rank {peer} (nodes {describe_nodes(self.blocks[peer])})"
 
-    def _world(self) -> int:
-        return self.world_size
-
     # ------------------------------------------------------------------- plans
     def _plan(self, step: int) -> _BlockPlan:  # type: ignore[override]
         phase = self.topology.phase(step)

@@ -480,10 +480,6 @@ class DistributedCommunicator(Communicator):
         """How a failure report names process ``peer`` (None: the prefix of a list of them)."""
         return "one of nodes " if peer is None else f"node {peer}"
 
-    def _world(self) -> int:
-        """Number of processes (one per node here; fewer with node blocks, comm/block.py)."""
-        return self.num_nodes
-
     def _describe(self, rec: dict[str, Any], seen_by: int) -> str:
         peers, kind, what = rec["peers"], rec["kind"], rec["what"]
         if not peers:
@@ -515,7 +511,7 @@ class DistributedCommunicator(Communicator):
             r = p
         silent = {p for rec in records.values() for p in rec["peers"]} - set(records)
         if len(silent) != 1:
-            silent = set(range(self._world())) - set(records)
+            silent = set(range(getattr(self, "world_size", self.num_nodes))) - set(records)
         if len(silent) != 1:
             return None
         (p,) = silent
@@ -535,7 +531,7 @@ class DistributedCommunicator(Communicator):
             store.set(f"{prefix}/{self.rank}", json.dumps(rec))
             time.sleep(STORE_GRACE_S)
             records = {}
-            for i in range(self._world()):
+            for i in range(getattr(self, "world_size", self.num_nodes)):
                 key = f"{prefix}/{i}"
                 if store.check([key]):
                     records[i] = json.loads(store.get(key))
