@@ -80,6 +80,20 @@ def test_links_between_ranks_get_their_own_profile_in_the_time_model():
     assert slow["sim_time_s"] - fast["sim_time_s"] == pytest.approx(steps * per_step, rel=1e-6)
 
 
+def test_launch_ranks_sets_dist_ranks_and_checks_the_placement_before_starting(tmp_path):
+    from decent8.cli.launch_cmd import plan_launch
+    args = ["nodes=10", "device=cpu", "data.name=digits", "model=mlp", "model.width=8", "topology=ring",
+            "algorithm=dpsgd", "compression=identity", f"out_dir={tmp_path}"]
+    labels: list[str] = []
+    procs, train_args = plan_launch(args, None, 4, labels)
+    assert procs == 4 and "dist.ranks=4" in train_args and "backend=distributed" in train_args
+    assert labels == ["rank 0 (nodes 0–2)", "rank 1 (nodes 3–5)", "rank 2 (nodes 6–7)", "rank 3 (nodes 8–9)"]
+    with pytest.raises(ConfigError, match="every rank must hold at least one node"):
+        plan_launch(args, None, 11)
+    with pytest.raises(ConfigError, match="dist.placement"):
+        plan_launch([*args, "dist.placement=nope.txt"], None, 2)
+
+
 def config_only(overrides):
     from decent8.config import load_config
     import tempfile
