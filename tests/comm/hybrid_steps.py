@@ -1,4 +1,4 @@
-"""Shared by tests/test_hybrid.py and its rank workers: T training steps of a config
+"""Shared by tests/comm/test_hybrid.py and its rank workers: T training steps of a config
 (the train loop's step: sampler, augmentation, schedule, Engine.train_step) on the
 simulator or on the node-block communicator that ``build`` makes for
 ``backend=distributed dist.ranks=R``; returns every node's parameters and bytes."""

@@ -1,4 +1,4 @@
-"""One rank of tests/test_hybrid.py: every case of hybrid_steps on node blocks over
+"""One rank of tests/comm/test_hybrid.py: every case of hybrid_steps on node blocks over
 WORLD_SIZE gloo ranks in one process group; rank 0 saves the results."""
 import os
 import sys
