@@ -4,7 +4,7 @@ algorithm name, and nothing asks which family an algorithm belongs to.
 
 Prose (docstrings, help text, comments) may mention algorithms: only a string that *is* a
 name — ``"choco"``, ``("deepsqueeze", "sparse_push")``, a dict key — is a special case.
-The documented experiments (``experiments/findings.py``, ``presets.py``, ``regenerate.py``)
+The documented experiments (``experiments/findings.py``, ``presets.py``, ``regenerate/catalog.py``)
 are data: they name the algorithms they measure, as a config file would."""
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from decent8.algorithms import algorithm_names
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "decent8"
 #: files that are data naming algorithms (the documented experiments)
-DATA = {"experiments/findings.py", "experiments/presets.py", "experiments/regenerate.py"}
+DATA = {"experiments/findings.py", "experiments/presets.py", "experiments/regenerate/catalog.py"}
 #: (file, value): a string equal to an algorithm name that is not one
-NOT_ALGORITHMS = {("config.py", "marsit")}   # the old name of the option group allreduce (RENAMED_GROUPS)
+NOT_ALGORITHMS = {("config.py", "marsit"),   # the old name of the option group allreduce (RENAMED_GROUPS)
+                  ("config.py", "choco")}    # DEFAULT_ALGORITHM: the default config names its algorithm, as a
+                                             # config file would (in config, the bottom layer: tests/test_layers.py)
 #: attributes / names that ask what kind of algorithm a caller holds
 FAMILY_QUESTIONS = {"ALLREDUCE_ALGORITHMS", "GOSSIP_ALGORITHMS", "aggregates_updates"}
 
