@@ -58,21 +58,42 @@ def honest_ylim(ax: Any, lows: Sequence[float], highs: Sequence[float], min_span
 
 
 def bytes_axis(ax: Any, which: str = "x") -> None:
-    """A logarithmic byte axis labelled in units (``1 KB``, ``10 MB``): decades labelled,
-    the 2 and 5 in between labelled only when the range spans less than a decade (the
-    default formatter's minor labels overlap there). Call after the data is drawn."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    """A logarithmic byte axis labelled in units (``1 KB``, ``10 MB``): decades labelled, the
+    ticks in between unlabelled (the default formatter's minor labels overlap). A range of
+    less than ~1 decade gets three or four round values instead (200 KB, 300 KB, 400 KB),
+    where the default falls back to a dense linear locator. Call after the data is drawn."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     ax.autoscale_view()
     lo, hi = (ax.get_xlim() if which == "x" else ax.get_ylim())
     fmt = FuncFormatter(lambda v, _pos: human_bytes(v, 3))
-    axis.set_major_locator(LogLocator(base=10, numticks=8))
+    if lo > 0 and math.log10(hi / lo) < 1.2:
+        scale, _ = unit_of(hi)
+        axis.set_major_locator(_Scaled(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]), scale))
+    else:
+        axis.set_major_locator(LogLocator(base=10, numticks=8))
     axis.set_major_formatter(fmt)
-    axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0), numticks=8))
-    narrow = lo > 0 and math.log10(hi / lo) < 1.2
-    axis.set_minor_formatter(fmt if narrow else NullFormatter())
+    axis.set_minor_locator(LogLocator(base=10, subs="auto", numticks=8))
+    axis.set_minor_formatter(NullFormatter())
+
+
+class _Scaled:
+    """A locator that picks round values in a unit (KB, MB) rather than in bytes."""
+
+    def __new__(cls, inner: Any, scale: float) -> Any:
+        from matplotlib.ticker import Locator
+
+        class Scaled(Locator):
+            def __call__(self) -> Any:
+                lo, hi = self.axis.get_view_interval()
+                return self.tick_values(lo, hi)
+
+            def tick_values(self, vmin: float, vmax: float) -> Any:
+                return [v * scale for v in inner.tick_values(vmin / scale, vmax / scale) if v > 0]
+
+        return Scaled()
 
 
 def log_axis(ax: Any, which: str = "y") -> None:

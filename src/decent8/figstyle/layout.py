@@ -6,15 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 
-def _texts(fig: Any) -> list[Any]:
+def _texts(fig: Any, renderer: Any) -> list[Any]:
+    """The figure's visible texts; of tick labels only those matplotlib draws (in view)."""
     from matplotlib.text import Text
 
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
-            and t.get_figure() is not None]
+    ticks = {id(lb) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for tick in axis.get_major_ticks() + axis.get_minor_ticks() for lb in (tick.label1, tick.label2)}
+    drawn = [lb for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for lb in _tick_labels(axis, renderer)]
+    return [t for t in fig.findobj(Text) if id(t) not in ticks and t.get_visible() and t.get_text().strip()] + drawn
 
 
 def _tick_labels(axis: Any, renderer: Any) -> list[Any]:
     lo, hi = sorted(axis.get_view_interval())
+    eps = (hi - lo) * 1e-9
+    lo, hi = lo - eps, hi + eps
     out = []
     for tick in axis.get_major_ticks() + axis.get_minor_ticks():
         for label in (tick.label1, tick.label2):
@@ -29,7 +34,7 @@ def layout_problems(fig: Any, tolerance_px: float = 1.0) -> list[str]:
     renderer = fig.canvas.get_renderer()
     canvas = fig.bbox
     problems = []
-    for t in _texts(fig):
+    for t in _texts(fig, renderer):
         bb = t.get_window_extent(renderer)
         if (bb.x0 < canvas.x0 - tolerance_px or bb.y0 < canvas.y0 - tolerance_px
                 or bb.x1 > canvas.x1 + tolerance_px or bb.y1 > canvas.y1 + tolerance_px):
