@@ -41,6 +41,7 @@ CONFIG = [
 #: tensor handed to torch.distributed, next to what the communicator reports.
 COUNTING_RANK = '''
 import json, os, sys
+import torch
 import torch.distributed as dist
 from decent8.comm import distributed as D
 
@@ -48,9 +49,9 @@ wire = {"bytes": 0, "sends": 0, "headers": 0, "sizes": 0}
 _isend = dist.isend
 
 def counting_isend(tensor, *args, **kwargs):
-    if tensor.dtype == D.torch.int64 and tensor.numel() == 4 and int(tensor[0]) == D.HEADER_MAGIC:
+    if tensor.dtype == torch.int64 and tensor.numel() == 4 and int(tensor[0]) == D.HEADER_MAGIC:
         wire["headers"] += 1   # the payload-layout header before a phase's first message (protocol, not counted)
-    elif tensor.dtype == D.torch.int64 and tensor.numel() >= 1 and int(tensor[0]) == D.SIZES_MAGIC:
+    elif tensor.dtype == torch.int64 and tensor.numel() >= 1 and int(tensor[0]) == D.SIZES_MAGIC:
         wire["sizes"] += 1     # the byte counts and dtypes before each batch of messages (protocol, not counted)
     else:
         wire["bytes"] += tensor.numel() * tensor.element_size()

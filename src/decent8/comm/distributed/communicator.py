@@ -1,256 +1,26 @@
-"""torch.distributed backend: one process per node (k = 1), gossip by peer-to-peer sends.
-
-Every process holds one node (``local_nodes == [rank]``) and computes exactly what the
-simulator computes for that node's row:
-
-* ``exchange``: the compact payload tensors (in :meth:`Payload.names` order, with
-  their declared dtypes — int8/uint8 values, int16/int32 indices, packed bits, fp32
-  scales; never pickled objects) go to every out-neighbour and come from every
-  in-neighbour of the step's phase, all posted at once before waiting on any (one
-  coalesced :func:`torch.distributed.batch_isend_irecv` on NCCL, non-blocking
-  isend/irecv on gloo), so no topology can deadlock. Receive
-  buffers are preallocated from ``compressor.spec()``. The received payloads are
-  decoded together and mixed with the node's row of W as one small product
-  ``W[i, nodes] @ decoded[nodes]`` over the in-neighbours and self in node order
-  (the simulator's ``W @ decoded`` restricted to the non-zero terms).
-* ``mix_scalars`` the same for the push-sum weights; ``ring_pass`` sends to rank+1
-  and receives from rank−1; ``mean_over_nodes`` is an all-reduce, ``gather_nodes``
-  an all-gather (metrics only).
-* ``bytes_sent`` grows at the send call by ``numel · element_size`` of every tensor
-  handed to torch.distributed.
-
-Backends: gloo for CPU tensors, NCCL for CUDA tensors (device ``cuda:LOCAL_RANK``).
-Every peer-to-peer exchange waits at most ``timeout_s``; collectives use the same
-value as the process-group timeout. A peer that dies, hangs or closes its connection
-makes this process raise :class:`PeerError` naming it (``node 2 did not answer within
-30 s (exchange at step 41, seen by node 3)``). Every failing process reports what it
-saw to the rendezvous store ("I waited on node p"); following those reports to the one
-node that reported nothing names the root cause, so every process reports the dead or
-hung node, not the neighbour that was blocked behind it.
-
-Trust model: the nodes of one run trust each other's *code* (they run the same
-decent8) but not the *bytes* they receive. Nothing received is unpickled (set-up data
-travels as JSON bytes in a tensor); the first message of every phase is preceded by
-a 32-byte header (magic, tensor count, bytes, a fingerprint of the layout) that every
-receiver checks before posting a receive, and every received payload is checked
-(dtypes, shapes, index range) before it is decoded, so a peer that sends something
-else is named in one line. The rendezvous store and gloo's connections are not
-authenticated or encrypted: run multi-host jobs only on a network you trust
-(docs/distributed.md).
-
-Start the processes with ``torchrun --nproc-per-node N -m decent8 train
-backend=distributed …`` or ``decent8 launch --nodes N …`` (see docs/distributed.md).
-"""
+"""The communicator of the node this process runs: gossip by peer-to-peer sends (every
+message checked against the headers of :mod:`.wire` before it is read), reductions by
+collectives, failures named by :class:`.diagnosis.PeerDiagnosis`."""
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
-import math
 import os
-import re
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.distributed as dist
 
-from ..compression.base import Compressor
-from ..compression.payload import Payload
-from ..errors import ConfigError, TrainingError
-from ..topology import Topology
-from .base import Communicator
-
-#: The variables torchrun (and ``decent8 launch``) set for every process.
-ENV_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-#: Store key prefix under which a failing process reports what it saw (per rank).
-FAILURE_KEY = "decent8/failure"
-#: After a failure, how long a process waits for the others' reports (also the store's timeout).
-STORE_GRACE_S = 2.0
-#: First word of the header a node sends each peer before the first payload of a phase.
-HEADER_MAGIC = 0x64656338  # "dec8"
-#: Set-up data broadcast as JSON (run folder name, config) is at most this many bytes.
-MAX_BROADCAST_BYTES = 1 << 20
-
-ENV_HELP = (
-    "backend=distributed needs torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
-    "start with `torchrun --nproc-per-node N -m decent8 train …` or `decent8 launch --nodes N …`"
-)
-
-
-#: dtype codes of the per-message size header (anything else is -1)
-_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
-           torch.int32, torch.int64, torch.bool)
-#: first word of a size header
-SIZES_MAGIC = 0x64387A73  # "d8zs"
-
-
-def _size_header(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """int64 ``[1 + 2m]`` (CPU): magic, then (bytes, dtype code) of each of the m messages."""
-    words = [SIZES_MAGIC]
-    for t in tensors:
-        words += [t.numel() * t.element_size(), _DTYPES.index(t.dtype) if t.dtype in _DTYPES else -1]
-    return torch.tensor(words, dtype=torch.int64)
-
-
-def _describe_sizes(h: torch.Tensor) -> str:
-    words = h.tolist()
-    if not words or words[0] != SIZES_MAGIC:
-        return "no decent8 message header"
-    parts = []
-    for nbytes, code in zip(words[1::2], words[2::2]):
-        name = str(_DTYPES[code]).replace("torch.", "") if 0 <= code < len(_DTYPES) else f"dtype #{code}"
-        parts.append(f"{nbytes} B of {name}")
-    return ", ".join(parts) or "no messages"
-
-
-class PeerError(TrainingError):
-    """Another node died, hung or closed its connection; the message names it
-    (the CLI prints it as one line and exits with status 1)."""
-
-
-@dataclass(frozen=True)
-class RankEnv:
-    """This process's place in the run, read from torchrun's environment variables."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    master_addr: str
-    master_port: int
-
-
-def torchrun_env(nodes: int, environ: dict[str, str] | None = None) -> RankEnv:
-    """Read and check RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT.
-
-    Raises :class:`ConfigError` when they are missing, malformed, or when WORLD_SIZE is
-    not the config's number of nodes (one process per node)."""
-    env = os.environ if environ is None else environ
-    missing = [v for v in ENV_VARS if not env.get(v)]
-    if missing:
-        raise ConfigError("backend", ENV_HELP)
-    values: dict[str, int] = {}
-    for name in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
-        try:
-            values[name] = int(env[name])
-        except ValueError:
-            raise ConfigError(name, f"must be an integer, got {env[name]!r}") from None
-    rank, world, port = values["RANK"], values["WORLD_SIZE"], values["MASTER_PORT"]
-    if world != nodes:
-        raise ConfigError(
-            "nodes",
-            f"the config has nodes={nodes} but {world} processes were started (WORLD_SIZE={world}); "
-            f"the distributed backend runs one process per node, so start {nodes} "
-            f"(e.g. --nproc-per-node {nodes}) or set nodes={world}",
-        )
-    if not 0 <= rank < world:
-        raise ConfigError("RANK", f"must be in [0, {world}), got {rank}")
-    if not 0 < port < 65536:
-        raise ConfigError("MASTER_PORT", f"must be a port number in [1, 65535], got {port}")
-    try:
-        local_rank = int(env.get("LOCAL_RANK", rank))
-    except ValueError:
-        raise ConfigError("LOCAL_RANK", f"must be an integer, got {env['LOCAL_RANK']!r}") from None
-    return RankEnv(rank, world, local_rank, env["MASTER_ADDR"], port)
-
-
-def backend_for(device: torch.device) -> str:
-    """gloo for CPU tensors, NCCL for CUDA tensors."""
-    return "nccl" if device.type == "cuda" else "gloo"
-
-
-def rank_device(device: torch.device | str, local_rank: int) -> torch.device:
-    """``cuda`` without an index becomes ``cuda:LOCAL_RANK`` (mod the visible GPUs)."""
-    dev = torch.device(device)
-    if dev.type == "cuda" and dev.index is None:
-        count = max(1, torch.cuda.device_count())
-        dev = torch.device("cuda", local_rank % count)
-    return dev
-
-
-@contextlib.contextmanager
-def _captured_stderr() -> Iterator[list[str]]:
-    """Capture what C++ code writes to file descriptor 2 (c10d logs pages of stack
-    frames when a rendezvous fails). The text is handed back in the yielded list; the
-    caller decides whether to show it."""
-    out: list[str] = []
-    sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:  # no usable fd 2
-        yield out
-        return
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield out
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            out.append(tmp.read().decode("utf-8", "replace"))
-
-
-def _init_error(env: RankEnv, timeout_s: float, exc: BaseException) -> ConfigError:
-    """A one-line ConfigError for a failed rendezvous."""
-    where = f"{env.master_addr}:{env.master_port}"
-    text = str(exc)
-    low = text.lower()
-    joined = re.search(r"(\d+)/(\d+) clients joined", text)
-    if joined:
-        return ConfigError(
-            "WORLD_SIZE",
-            f"only {joined.group(1)} of {joined.group(2)} processes reached the rendezvous at {where} "
-            f"within {timeout_s:g} s; start all WORLD_SIZE={env.world_size} processes",
-        )
-    if "address already in use" in low:
-        return ConfigError("MASTER_PORT", f"port {env.master_port} is already in use on {env.master_addr}; pick another MASTER_PORT")
-    if "timed out" in low or "timeout" in low or "connect" in low or "name or service" in low:
-        return ConfigError(
-            "MASTER_ADDR",
-            f"cannot reach the rendezvous at {where} within {timeout_s:g} s; check MASTER_ADDR/MASTER_PORT "
-            "and that the process with rank 0 is running",
-        )
-    return ConfigError("MASTER_ADDR", f"rendezvous at {where} failed: {_short(text)}")
-
-
-def init_process_group(env: RankEnv, device: torch.device, timeout_s: float) -> None:
-    """``dist.init_process_group`` from torchrun's environment, with one-line errors."""
-    with _captured_stderr() as logs:
-        try:
-            dist.init_process_group(
-                backend=backend_for(device), init_method="env://", rank=env.rank, world_size=env.world_size,
-                timeout=datetime.timedelta(seconds=timeout_s),
-            )
-            ok = True
-        except Exception as e:  # DistNetworkError, DistStoreError, RuntimeError, ValueError
-            ok, error = False, e
-    if not ok:
-        raise _init_error(env, timeout_s, error) from None
-    if logs and logs[0].strip():  # warnings of a successful start stay visible
-        sys.stderr.write(logs[0])
-
-
-def _short(text: str) -> str:
-    """First line of a c10d/gloo message without its source location and advice."""
-    line = text.strip().splitlines()[0] if text.strip() else "unknown error"
-    line = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", line)
-    line = line.split(" This is typically caused")[0]
-    return line.strip()
-
-
-def _classify(text: str) -> str:
-    low = text.lower()
-    if "timed out" in low or "timeout" in low:
-        return "timeout"
-    if any(s in low for s in ("connection reset", "connection closed", "broken pipe", "closed by peer",
-                              "end of file", "eof", "connection refused")):
-        return "closed"
-    return "other"
+from ...compression.base import Compressor
+from ...compression.payload import Payload
+from ...errors import ConfigError
+from ...topology import Topology
+from ..base import Communicator
+from .diagnosis import PeerDiagnosis, PeerError
+from .rendezvous import init_process_group, rank_device, torchrun_env
+from .wire import HEADER_MAGIC, MAX_BROADCAST_BYTES, _describe_sizes, _size_header, spec_header
 
 
 @dataclass
@@ -265,7 +35,7 @@ class _Plan:
     weights64: torch.Tensor   # the same in float64 (exchange(..., dtype=torch.float64))
 
 
-class DistributedCommunicator(Communicator):
+class DistributedCommunicator(PeerDiagnosis, Communicator):
     """The communicator of the node this process runs (``local_nodes == [rank]``).
 
     Joins the process group from torchrun's environment unless one is already
@@ -362,16 +132,7 @@ class DistributedCommunicator(Communicator):
                                  f"but the compressor's spec declares {tuple(shape)} {dtype}")
         self._checked_specs.add(key)
 
-    @staticmethod
-    def spec_header(spec: dict[str, tuple[tuple[int, ...], torch.dtype]]) -> torch.Tensor:
-        """int64 ``[4]``: magic, number of tensors, bytes per message, and a 48-bit
-        fingerprint of the tensors' names, shapes and dtypes."""
-        import hashlib
-
-        text = ";".join(f"{n}:{'x'.join(map(str, sh))}:{str(d).replace('torch.', '')}" for n, (sh, d) in sorted(spec.items()))
-        nbytes = sum(math.prod(sh) * torch.empty((), dtype=d).element_size() for sh, d in spec.values())
-        fp = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=6).digest(), "little")
-        return torch.tensor([HEADER_MAGIC, len(spec), nbytes, fp], dtype=torch.int64)
+    spec_header = staticmethod(spec_header)
 
     def _handshake(self, plan: _Plan, spec: dict[str, tuple[tuple[int, ...], torch.dtype]], step: int, what: str) -> None:
         """Before the first payload of a phase (per payload spec), every node sends its
@@ -461,95 +222,6 @@ class DistributedCommunicator(Communicator):
                 raise self._peer_error(who, e, what) from None
             if done is False:
                 raise self._peer_error(who, TimeoutError("timed out"), what)
-
-    # ------------------------------------------------------------ failure report
-    def _failure_store(self):
-        """A fresh client of the rendezvous store (torchrun's agent, `decent8 launch`'s, or
-        rank 0's): independent of the process group's own client, whose state is unknown
-        after a failure."""
-        addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
-        if not addr or not port:
-            return None
-        try:
-            return dist.TCPStore(addr, int(port), is_master=False, wait_for_workers=False,
-                                 timeout=datetime.timedelta(seconds=STORE_GRACE_S))
-        except Exception:  # the store went down with its host
-            return None
-
-    def _describe(self, rec: dict[str, Any], seen_by: int) -> str:
-        peers, kind, what = rec["peers"], rec["kind"], rec["what"]
-        if not peers:
-            reason = {"timeout": f"no answer within {self.timeout_s:g} s",
-                      "closed": "a connection was closed"}.get(kind, rec["detail"])
-            return f"lost contact with the other nodes during {what}: {reason} (seen by node {seen_by})"
-        who = f"node {peers[0]}" if len(peers) == 1 else "one of nodes " + ", ".join(map(str, peers))
-        if kind == "timeout":
-            return f"{who} did not answer within {self.timeout_s:g} s ({what}, seen by node {seen_by})"
-        if kind == "closed":
-            return f"connection closed by {who} ({what}, seen by node {seen_by})"
-        return f"{what} with {who} failed: {rec['detail']} (seen by node {seen_by})"
-
-    def _culprit(self, records: dict[int, dict[str, Any]]) -> tuple[int, int] | None:
-        """(culprit, the node that saw it) from every failing node's report.
-
-        A node blocked behind the dead or hung one times out too (and gloo closes a pair
-        on a timeout, so its neighbours see "connection closed"), but it reports; the
-        dead or hung node does not. So: follow "r waited on p" from this node to a node
-        that reported nothing; failing that (a cycle of mutual timeouts, a collective),
-        the one node someone waited on that reported nothing; failing that, the one node
-        that reported nothing at all."""
-        r, visited = self.rank, set()
-        while r in records and len(records[r]["peers"]) == 1 and r not in visited:
-            visited.add(r)
-            p = records[r]["peers"][0]
-            if p not in records:
-                return p, r
-            r = p
-        silent = {p for rec in records.values() for p in rec["peers"]} - set(records)
-        if len(silent) != 1:
-            silent = set(range(self.num_nodes)) - set(records)
-        if len(silent) != 1:
-            return None
-        (p,) = silent
-        waited = [r for r, rec in records.items() if p in rec["peers"]]
-        return p, min(waited or records)
-
-    def _report(self, peers: list[int], exc: BaseException, what: str) -> PeerError:
-        """Report what this node saw to the rendezvous store, give the others a moment
-        to report theirs, and name the root cause."""
-        rec = {"peers": list(peers), "kind": _classify(str(exc)), "what": what, "detail": _short(str(exc))}
-        own = self._describe(rec, self.rank)
-        store = self._failure_store()
-        if store is None:
-            return PeerError(own)
-        prefix = f"{FAILURE_KEY}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-        try:
-            store.set(f"{prefix}/{self.rank}", json.dumps(rec))
-            time.sleep(STORE_GRACE_S)
-            records = {}
-            for i in range(self.num_nodes):
-                key = f"{prefix}/{i}"
-                if store.check([key]):
-                    records[i] = json.loads(store.get(key))
-        except Exception:  # the store went down with its host
-            return PeerError(own)
-        found = self._culprit(records)
-        if found is None:
-            return PeerError(own)
-        culprit, seen_by = found
-        return PeerError(self._describe(records[seen_by] | {"peers": [culprit]}, seen_by))
-
-    def _peer_error(self, peers: list[int], exc: BaseException, what: str) -> PeerError:
-        return self._report(peers, exc, what)
-
-    @contextlib.contextmanager
-    def _collective(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except PeerError:
-            raise
-        except Exception as e:
-            raise self._report([], e, what) from None
 
     # ------------------------------------------------------------------- gossip
     def exchange(
@@ -658,5 +330,3 @@ class DistributedCommunicator(Communicator):
         self._closed = True
 
 
-__all__ = ["DistributedCommunicator", "PeerError", "RankEnv", "torchrun_env", "init_process_group", "backend_for",
-           "rank_device", "ENV_VARS", "FAILURE_KEY"]
