@@ -153,3 +153,74 @@ def test_the_checks_catch_a_bad_layout():
     assert any("x tick labels overlap" in p for p in problems)
     assert any("unlabelled y axis" in p for p in problems)
     assert error_bars_from_one_seed(fig)
+
+
+def _sweep(root, seeds: int):
+    """A sweep folder of the paper's layout: skew × algorithm × precision × seeds, 8 nodes, 10 classes."""
+    import json
+
+    import yaml
+
+    cells = []
+    base = {("deepsqueeze", "fp32"): 0.80, ("deepsqueeze", "int8"): 0.78, ("choco", "fp32"): 0.82, ("choco", "int8"): 0.81}
+    for skew in ("0", "0.9"):
+        for (algo, prec), a in base.items():
+            for seed in range(seeds):
+                labels = {"skew": skew, "algorithm": algo, "precision": prec, "seed": str(seed)}
+                name = f"skew-{skew}_{algo}_{prec}_seed-{seed}".replace(".", "p")
+                d = root / name
+                d.mkdir(parents=True)
+                rows = _rows(5, final=a - (0.1 if skew == "0.9" else 0) + 0.004 * seed,
+                             bytes_per_epoch=(4e8 if prec == "fp32" else 1e8), seed=seed)
+                (d / "config.yaml").write_text(yaml.safe_dump({"nodes": 8, "skew": float(skew), "precision": prec}))
+                (d / "summary.json").write_text(json.dumps(dict(_summary(rows), epochs=5, wall_time_s=10.0)))
+                (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+                heavy = int(90 * float(skew))
+                counts = [[100 + heavy if c == i % 10 else 100 - heavy // 9 for c in range(10)] for i in range(8)]
+                (d / "partition.csv").write_text(
+                    "node," + ",".join(f"class {c}" for c in range(10)) + "\n"
+                    + "".join(f"{i}," + ",".join(map(str, row)) + "\n" for i, row in enumerate(counts)))
+                cells.append({"name": name, "labels": labels, "overrides": []})
+    (root / "sweep.json").write_text(json.dumps({
+        "title": "Table 3 — CIFAR-10, ResNet-20, 8-node directed ring (a title as long as the presets' titles)",
+        "scale": 0.05, "axes": ["skew", "algorithm", "precision", "seed"], "cells": cells,
+        "report": {"rows": {"model": "ResNet-20"}, "row_axes": ["skew"], "figure": "Figure 4",
+                   "columns": {"DS": {"algorithm": "deepsqueeze", "precision": "fp32"},
+                               "LP-DS": {"algorithm": "deepsqueeze", "precision": "int8"},
+                               "Choco": {"algorithm": "choco", "precision": "fp32"},
+                               "LP-Choco": {"algorithm": "choco", "precision": "int8"}}},
+        "paper": [{"skew": 0.0, "DS": 90.56, "LP-DS": 90.57, "Choco": 90.96, "LP-Choco": 90.30}]}))
+    return root
+
+
+@pytest.mark.parametrize("seeds", [1, 3])
+def test_report_figures(tmp_path, drawn, seeds):
+    from decent8.experiments.report import build_report
+
+    build_report(_sweep(tmp_path / "sw", seeds))
+    names = sorted(p.rsplit("/", 1)[1] for p, _ in drawn)
+    expected = ["accuracy_vs_bytes.png", "accuracy_vs_skew.png", "class_distribution.png", "curves.png",
+                "fp32_vs_int8.png", "validation_error.png"]
+    if seeds > 1:       # 24 cells: more validation-error lines than a figure holds (max_lines=12)
+        expected.remove("validation_error.png")
+    assert names == expected
+    _check(drawn, tmp_path, len(expected))
+    fig = dict((p.rsplit("/", 1)[1], f) for p, f in drawn)["fp32_vs_int8.png"]
+    assert all(t.get_text() for t in fig.axes[0].get_xticklabels())      # every group named
+    assert f"n = {seeds}" in fig._suptitle.get_text()
+
+
+def test_data_column_uses_a_unit_that_fits(tmp_path):
+    from decent8.experiments.report import load_runs, markdown_table
+    from decent8.figstyle.axes import human_bytes
+
+    assert human_bytes(467_226) == "467 KB" and human_bytes(2.5e9) == "2.5 GB" and human_bytes(12) == "12 B"
+    root = _sweep(tmp_path / "sw", 1)
+    for d in root.iterdir():
+        if d.is_dir():
+            import json
+            s = json.loads((d / "summary.json").read_text())
+            (d / "summary.json").write_text(json.dumps(dict(s, bytes_sent_per_node=467_226)))
+    (root / "sweep.json").unlink()
+    table, _ = markdown_table(load_runs(sorted(p for p in root.iterdir() if p.is_dir())))
+    assert "Data/node (KB)" in table and "| 467" in table and "0.000467" not in table

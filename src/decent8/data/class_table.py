@@ -46,11 +46,10 @@ def plot_class_heatmap(counts: np.ndarray, path: str | os.PathLike, title: str |
     im = ax.imshow(c, aspect="auto", cmap="viridis", interpolation="nearest")
     ax.grid(False)
     fig.colorbar(im, ax=ax, label="samples")
-    xs = list(range(0, k, max(1, -(-k // 32))))
-    ax.set_xticks(xs)
     long_names = max((len(s) for s in names), default=0) > 3
-    ax.set_xticklabels([names[j] for j in xs], rotation=45 if long_names else 0,
-                       ha="right" if long_names else "center", rotation_mode="anchor")
+    xs = list(range(0, k, max(1, -(-k // (16 if long_names else 32)))))
+    ax.set_xticks(xs)
+    ax.set_xticklabels([names[j] for j in xs], rotation=90 if long_names else 0)
     ys = list(range(0, n, max(1, -(-n // 32))))
     ax.set_yticks(ys)
     ax.set_yticklabels([str(i) for i in ys])
