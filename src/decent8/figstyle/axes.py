@@ -59,9 +59,10 @@ def honest_ylim(ax: Any, lows: Sequence[float], highs: Sequence[float], min_span
 
 def bytes_axis(ax: Any, which: str = "x") -> None:
     """A logarithmic byte axis labelled in units (``1 KB``, ``10 MB``): decades labelled, the
-    ticks in between unlabelled (the default formatter's minor labels overlap). A range of
-    less than ~1 decade gets three or four round values instead (200 KB, 300 KB, 400 KB),
-    where the default falls back to a dense linear locator. Call after the data is drawn."""
+    ticks in between unlabelled (the default formatter's minor labels overlap), except the 2
+    and 5 of a range of 1.2–2.5 decades. A range of less than ~1 decade gets three or four
+    round values instead (200 KB, 300 KB, 400 KB), where the default falls back to a dense
+    linear locator. Call after the data is drawn."""
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     axis = ax.xaxis if which == "x" else ax.yaxis
@@ -77,6 +78,9 @@ def bytes_axis(ax: Any, which: str = "x") -> None:
     axis.set_major_formatter(fmt)
     axis.set_minor_locator(LogLocator(base=10, subs="auto", numticks=8))
     axis.set_minor_formatter(NullFormatter())
+    if lo > 0 and 1.2 <= math.log10(hi / lo) < 2.5:   # two decades or so: 2 and 5 labelled too
+        axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0), numticks=8))
+        axis.set_minor_formatter(fmt)
 
 
 class _Scaled:
