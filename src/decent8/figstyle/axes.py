@@ -81,6 +81,13 @@ def bytes_axis(ax: Any, which: str = "x") -> None:
     if lo > 0 and 1.2 <= math.log10(hi / lo) < 2.5:   # two decades or so: 2 and 5 labelled too
         axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0), numticks=8))
         axis.set_minor_formatter(fmt)
+        import matplotlib
+
+        # minor ticks are shorter: pad their labels so they line up with the decades'
+        key = "xtick" if which == "x" else "ytick"
+        rc = matplotlib.rcParams
+        ax.tick_params(axis=which, which="minor",
+                       pad=rc[f"{key}.major.pad"] + rc[f"{key}.major.size"] - rc[f"{key}.minor.size"])
 
 
 class _Scaled:
