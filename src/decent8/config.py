@@ -20,7 +20,17 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .errors import ConfigError, did_you_mean, first_line
+from .errors import ConfigError, choice_error, did_you_mean, first_line
+
+
+#: values of the ``task`` option (whether accuracy is reported, see decent8.task)
+TASKS = ("auto", "classification", "regression")
+
+
+def check_task(task: object) -> str:
+    if task not in TASKS:
+        raise choice_error("task", task, TASKS)
+    return str(task)
 
 
 @dataclass

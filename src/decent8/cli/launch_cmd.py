@@ -270,9 +270,12 @@ def describe_exit(code: int) -> str:
 
 # ------------------------------------------------------------------ arguments
 def _train_namespace(train_args: list[str]) -> argparse.Namespace:
-    from .main import _subparsers, make_parser
+    from .common import OneLineParser
+    from .train_cmd import add_parser
 
-    return _subparsers(make_parser())["train"].parse_intermixed_args(train_args)
+    sub = OneLineParser(prog="decent8").add_subparsers(dest="command", parser_class=OneLineParser)
+    add_parser(sub)
+    return sub.choices["train"].parse_intermixed_args(train_args)
 
 
 def plan_launch(train_args: list[str], nodes: int | None) -> tuple[int, list[str]]:

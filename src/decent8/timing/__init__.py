@@ -144,7 +144,7 @@ def make_timer(cfg, topology, comm: RecordingCommunicator, compressor, dim: int,
     message_scale = ring_scale = 1.0
     if as_model is not None:
         from ..compression import make_compressor
-        from ..train.build import wire_compression
+        from ..compression.wire import wire_compression
         ref = _reference_layout(as_model, cfg.precision)
         c = cfg.compression
         ref_comp = make_compressor(wire_compression(c.name, cfg.precision), ref, ratio=c.ratio,

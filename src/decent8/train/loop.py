@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .. import __version__
+from ..version import __version__
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..comm.base import Communicator
 from ..config import TrainConfig, flatten, from_dict, partition_label, to_dict, to_yaml
