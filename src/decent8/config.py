@@ -184,6 +184,16 @@ class ClockConfig:
 
 
 @dataclass
+class DistConfig:
+    """Node blocks over torch.distributed ranks (comm/block.py, comm/placement.py)."""
+    ranks: Optional[int] = None     # backend=distributed: R processes, each holding a block of the nodes (null: one process per node); simulator: the placement the clock times
+    placement: str = "block"        # block | random | a file of n ranks, one per node
+    network: Optional[str] = None   # profile of the links between ranks for the simulated clock (null: network's); datacenter10 | datacenter100 | wifi | lte | custom
+    latency_s: Optional[float] = None          # α of the links between ranks (overrides dist.network)
+    bandwidth_mbit_s: Optional[float] = None   # β of the links between ranks in Mbit/s (overrides dist.network)
+
+
+@dataclass
 class TrainConfig:
     name: Optional[str] = None      # run folder name under out_dir (null: generated, with a time stamp)
     out_dir: str = "runs"
@@ -217,6 +227,7 @@ class TrainConfig:
     device_model: DeviceModelConfig = field(default_factory=DeviceModelConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     clock: ClockConfig = field(default_factory=ClockConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
 
 
 def partition_label(cfg: TrainConfig, ascii_only: bool = False) -> str:

@@ -340,7 +340,13 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
 
     faults = check_faults(cfg, external_comm=comm is not None)
     if comm is None:
-        if cfg.backend == "distributed":  # one process per node, started by torchrun or `decent8 launch`
+        if cfg.backend == "distributed" and cfg.dist.ranks is not None:  # blocks of nodes on R ranks
+            from ..comm.block import BlockCommunicator
+            from ..comm.placement import make_placement
+            owner = make_placement(cfg.dist.placement, cfg.nodes, cfg.dist.ranks, cfg.seed)
+            comm = BlockCommunicator(topology, owner, device, cfg.dist_timeout_s)
+            device = comm.device  # cuda → cuda:LOCAL_RANK
+        elif cfg.backend == "distributed":  # one process per node, started by torchrun or `decent8 launch`
             from ..comm.distributed import DistributedCommunicator
             comm = DistributedCommunicator(topology, device, cfg.dist_timeout_s)
             device = comm.device  # cuda → cuda:LOCAL_RANK

@@ -64,18 +64,23 @@ class PeerDiagnosis:
         except Exception:  # the store went down with its host
             return None
 
+    def _peer_name(self, peer: int | None) -> str:
+        """How a failure report names process ``peer`` (None: the prefix of a list of them);
+        the node-block communicator names ranks with their nodes."""
+        return "one of nodes " if peer is None else f"node {peer}"
+
     def _describe(self, rec: dict[str, Any], seen_by: int) -> str:
         peers, kind, what = rec["peers"], rec["kind"], rec["what"]
         if not peers:
             reason = {"timeout": f"no answer within {self.timeout_s:g} s",
                       "closed": "a connection was closed"}.get(kind, rec["detail"])
-            return f"lost contact with the other nodes during {what}: {reason} (seen by node {seen_by})"
-        who = f"node {peers[0]}" if len(peers) == 1 else "one of nodes " + ", ".join(map(str, peers))
+            return f"lost contact with the other nodes during {what}: {reason} (seen by {self._peer_name(seen_by)})"
+        who = self._peer_name(peers[0]) if len(peers) == 1 else self._peer_name(None) + ", ".join(map(str, peers))
         if kind == "timeout":
-            return f"{who} did not answer within {self.timeout_s:g} s ({what}, seen by node {seen_by})"
+            return f"{who} did not answer within {self.timeout_s:g} s ({what}, seen by {self._peer_name(seen_by)})"
         if kind == "closed":
-            return f"connection closed by {who} ({what}, seen by node {seen_by})"
-        return f"{what} with {who} failed: {rec['detail']} (seen by node {seen_by})"
+            return f"connection closed by {who} ({what}, seen by {self._peer_name(seen_by)})"
+        return f"{what} with {who} failed: {rec['detail']} (seen by {self._peer_name(seen_by)})"
 
     def _culprit(self, records: dict[int, dict[str, Any]]) -> tuple[int, int] | None:
         """(culprit, the node that saw it) from every failing node's report.
@@ -95,7 +100,7 @@ class PeerDiagnosis:
             r = p
         silent = {p for rec in records.values() for p in rec["peers"]} - set(records)
         if len(silent) != 1:
-            silent = set(range(self.num_nodes)) - set(records)
+            silent = set(range(getattr(self, "world_size", self.num_nodes))) - set(records)
         if len(silent) != 1:
             return None
         (p,) = silent
@@ -115,7 +120,7 @@ class PeerDiagnosis:
             store.set(f"{prefix}/{self.rank}", json.dumps(rec))
             time.sleep(STORE_GRACE_S)
             records = {}
-            for i in range(self.num_nodes):
+            for i in range(getattr(self, "world_size", self.num_nodes)):
                 key = f"{prefix}/{i}"
                 if store.check([key]):
                     records[i] = json.loads(store.get(key))
