@@ -27,7 +27,10 @@ def _marker(n: int) -> str | None:
 
 
 def _epoch_axis(ax: Any, ep: Sequence[float]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # whole epochs (fractions only when evaluated so)
     if len(ep) == 1:          # one point: a readable epoch axis around it
         ax.set_xlim(ep[0] - 1, ep[0] + 1)
 
@@ -146,9 +149,10 @@ def plot_groups(groups: Sequence[Group], path: str | os.PathLike, title: str = "
         if xs and bx == xs and keep:
             _draw(ax3, [bs[k] for k in keep], [ms[k] for k in keep], [ss[k] for k in keep], style, label, n)
     ax1.set_ylabel(_accuracy_label(metric))
-    ax1.set_xlabel("epoch")
     ax2.set_ylabel("train loss (mean over nodes)")
-    ax2.set_xlabel("epoch")
+    epochs = sorted({float(r["epoch"]) for g in groups for rows in g.runs for r in rows if "epoch" in r})
+    for ax in (ax1, ax2):
+        _epoch_axis(ax, epochs)
     ax3.set_ylabel(ax1.get_ylabel())
     ax3.set_xlabel("bytes sent per node")
     if ax3.lines:

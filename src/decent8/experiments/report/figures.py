@@ -32,7 +32,8 @@ def _legend_below(fig: Any, handles: list[Any], labels: list[str]) -> None:
 @styled
 def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accuracy") -> bool:
     """Figures 4–6: accuracy vs skew per column, one panel per value of the other row axes;
-    ours solid (FP32) or dashed (8-bit) with circles, the paper's faint with crosses."""
+    ours solid with filled circles (FP32) or dashed with hollow ones (8-bit), the paper's
+    faint with crosses."""
     prefix, row_axes, columns = layout(sw)
     if "skew" not in row_axes:
         return False
@@ -55,7 +56,9 @@ def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accura
         for label, spec in columns.items():
             family = label[3:] if label.startswith("LP-") else label
             color = family_colors.setdefault(family, PALETTE[len(family_colors) % len(PALETTE)])
-            style = "--" if _is_low_precision(label, spec or {}) else "-"
+            low = _is_low_precision(label, spec or {})
+            style = "--" if low else "-"
+            face = "white" if low else color          # 8-bit: dashed, hollow markers
             xs, ys, px, py = [], [], [], []
             for s in skews:
                 row = tuple(s if a == "skew" else panel[others.index(a)] for a in row_axes)
@@ -69,7 +72,7 @@ def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accura
                     py.append(paper)
             values += ys + py
             if xs:
-                ax.plot(xs, ys, style, marker="o", color=color, label=f"{label} (ours)")
+                ax.plot(xs, ys, style, marker="o", color=color, mfc=face, label=f"{label} (ours)")
             if px:
                 ax.plot(px, py, style, marker="x", color=color, alpha=0.45, linewidth=1, label=f"{label} (paper)")
         name = ", ".join(f"{_AXIS_TITLES.get(a, a)} {v}" for a, v in zip(others, panel))
