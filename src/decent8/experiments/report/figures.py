@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...algorithms import display_name
 from ...figstyle import PALETTE, colors, new_figure, save, set_axes_title, set_title, styled
 from ...figstyle.axes import honest_ylim, spread
 from ...train.plots import Group, plot_accuracy_vs_bytes, plot_groups
 from ..presets import canonical_label
-from .layout import (_ALGO_NAMES, _AXIS_TITLES, AGGREGATED, _paper_value, _sort_key, cell_value, group_label,
+from .layout import (_AXIS_TITLES, AGGREGATED, _paper_value, _sort_key, cell_value, group_label,
                      layout, rows_of)
 from .load import Sweep, _config_value
 
@@ -122,7 +123,7 @@ def plot_fp32_vs_int8(sw: Sweep, path: Path, metric: str = "mean_node_accuracy")
                 any_bars = True
                 ax.errorbar([x], [m], yerr=[se], fmt="none", color=color, label=f"_s.e. (n={n})")
             values += seeds + ([m - se, m + se] if se is not None else [])
-    names = ["\n".join(_ALGO_NAMES.get(v, v) if a == "algorithm" else f"{_short_axis(a)} {v}" for a, v in k)
+    names = ["\n".join(display_name(v) if a == "algorithm" else f"{_short_axis(a)} {v}" for a, v in k)
              or "all other settings equal" for k in keys]
     ax.set_xticks(range(len(keys)), names)
     ax.set_xlim(-0.7, len(keys) - 0.3)
