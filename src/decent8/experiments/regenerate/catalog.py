@@ -84,7 +84,7 @@ RESULTS: dict[str, Result] = {
             ("Choco-SGD, default (γ 0.05)", ["algorithm=choco"]),
         ], seeds=(0, 1, 2), common=("skew=0",), columns=("per_seed",)),
         Result("edge_list_defaults", "docs/results/defaults.md", [
-            *_edge_list("5-ring + chord 0→2 (README example)", "ring5_chord.txt", 5),
+            *_edge_list("5-ring + chord 0→2 (docs/usage.md example)", "ring5_chord.txt", 5),
             *_edge_list("6-ring + chords 0→3, 2→5, 4→1", "ring6_chords.txt", 6),
         ], seeds=(0, 1, 2), columns=("per_seed", "averaged_model_accuracy")),
         Result("marsit_skew", "docs/results/marsit.md", [
