@@ -22,9 +22,6 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .errors import ConfigError, choice_error, did_you_mean, first_line
 
-#: the algorithm a config that names none runs (decent8.algorithms.registry re-exports it)
-DEFAULT_ALGORITHM = "choco"
-
 
 #: values of the ``task`` option (whether accuracy is reported, see decent8.task)
 TASKS = ("auto", "classification", "regression")
@@ -97,7 +94,7 @@ class TopologyConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: str = DEFAULT_ALGORITHM   # a registered name (decent8 list) or pkg.module:Class (docs/extending.md)
+    name: str = "choco"             # a registered name (decent8 list) or pkg.module:Class (docs/extending.md)
     gamma: Optional[float] = None   # consensus step size; null = auto (see train.build.default_gamma)
     push_sum: str = "auto"          # auto | true | false
     consensus_rounds: int = 51      # gossip-only rounds after training (the paper's code: 51)

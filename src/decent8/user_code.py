@@ -1,7 +1,9 @@
-"""Users' own components named by an import path ``pkg.module:attr`` (a model factory, a
-compressor or algorithm class, a topology function): recognised and imported, the current
-folder first (as ``python -m decent8`` does, also under the ``decent8`` console script),
-with one-line errors. Torch-free."""
+"""Code a config names by import path ``pkg.module:name`` (``model=``, ``loss=``,
+``algorithm=``, ``compression=``, ``topology=``): recognising such a path and importing
+what it names, from the current folder first (as ``python -m decent8`` does, also under
+the ``decent8`` console script), then from the installed packages. Whether a resumed run
+may import it is decided by :mod:`decent8.train.resume_trust`.
+"""
 from __future__ import annotations
 
 import importlib
@@ -43,7 +45,8 @@ def load_factory(path: str, option: str = "model") -> Callable[..., Any]:
             raise ConfigError(option, f"module {mod_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ConfigError(option, f"{path} is not callable (a factory returning an nn.Module is expected)")
+        what = " (a factory returning an nn.Module is expected)" if option == "model" else ""
+        raise ConfigError(option, f"{path} is not callable{what}")
     return obj
 
 
