@@ -94,7 +94,7 @@ class TopologyConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: str = "choco"             # a registered name (decent8 list) or pkg.module:Class (docs/extending.md)
+    name: str = DEFAULT_ALGORITHM   # a registered name (decent8 list) or pkg.module:Class (docs/extending.md)
     gamma: Optional[float] = None   # consensus step size; null = auto (see train.build.default_gamma)
     push_sum: str = "auto"          # auto | true | false
     consensus_rounds: int = 51      # gossip-only rounds after training (the paper's code: 51)

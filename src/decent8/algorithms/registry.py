@@ -12,14 +12,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ..config import AlgorithmConfig
+from ..config import DEFAULT_ALGORITHM
 from ..errors import ConfigError, choice_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Algorithm
-
-#: the algorithm a config that names none runs (the config schema's default)
-DEFAULT_ALGORITHM: str = AlgorithmConfig.name
 
 #: built-in name -> "module:Class" in this package (one algorithm per file)
 #: (the paper's algorithms first, in the order of its tables)
@@ -93,7 +90,7 @@ def algorithm_class(name: str) -> "type[Algorithm]":
         return getattr(importlib.import_module(f"{__package__}.{module}"), attr)
     if isinstance(name, str) and name in _REGISTERED:
         return _REGISTERED[name]
-    from ..user_code import is_import_path, load_factory
+    from ..plugins import is_import_path, load_factory
 
     if not is_import_path(name):
         raise choice_error("algorithm", name, algorithm_names() + ("pkg.module:Class",))

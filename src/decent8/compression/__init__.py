@@ -43,7 +43,7 @@ def user_compressor(path: str, layout: ParamLayout, **options) -> Compressor:
     value_bits, bits, index_dtype, stochastic)."""
     import inspect
 
-    from ..user_code import load_factory
+    from ..plugins import load_factory
 
     cls = load_factory(path, option="compression")
     if not (isinstance(cls, type) and issubclass(cls, Compressor)):
@@ -77,7 +77,7 @@ def make_compressor(
     ``value_bits=8``); ``bits`` and ``stochastic`` (stochastic rounding) for
     ``quantize``. Bad values raise :class:`~decent8.errors.ConfigError`.
     """
-    from ..user_code import is_import_path
+    from ..plugins import is_import_path
 
     if is_import_path(name):
         return user_compressor(name, layout, ratio=ratio, value_bits=value_bits, bits=bits,

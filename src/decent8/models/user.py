@@ -17,8 +17,7 @@ from typing import Any, Callable
 from torch import nn
 
 from ..errors import ConfigError
-
-from ..user_code import _add_cwd_to_path, is_import_path, load_factory  # noqa: F401  (re-exported)
+from ..plugins import is_import_path, load_factory  # noqa: F401  (re-exported)
 
 
 def call_factory(factory: Callable[..., Any], option: str = "model", **available: Any) -> nn.Module:

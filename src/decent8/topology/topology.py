@@ -434,7 +434,7 @@ class RandomTopology(Topology):
 def topology_from_config(t, nodes: int, seed: int = 0) -> Topology:
     """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed);
     ``topology=pkg.module:function`` is a user's graph (:func:`user_topology`)."""
-    from decent8.user_code import is_import_path
+    from decent8.plugins import is_import_path
     from decent8.seeding import derive_seed
 
     if is_import_path(t.name):
@@ -452,7 +452,7 @@ def user_topology(path: str, nodes: int, weights: str = "uniform", seed: int = 0
     connected, W column-stochastic)."""
     import inspect
 
-    from decent8.user_code import load_factory
+    from decent8.plugins import load_factory
 
     fn = load_factory(path, option="topology")
     try:

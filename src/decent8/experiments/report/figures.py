@@ -11,7 +11,6 @@ from ...atomic import save_figure as _save_figure
 from ...train.plots import Group, plot_accuracy_vs_bytes, plot_groups
 from ..aggregate import mean_std
 from ..presets import canonical_label
-from ...algorithms import display_name
 from .layout import (_AXIS_TITLES, AGGREGATED, _paper_value, _sort_key, cell_value, group_label,
                      layout, rows_of)
 from .load import Sweep, _config_value
