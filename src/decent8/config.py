@@ -22,6 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .errors import ConfigError, choice_error, did_you_mean, first_line
 
+#: the algorithm a config that names none runs (decent8.algorithms.registry re-exports it)
+DEFAULT_ALGORITHM = "choco"
+
 
 #: values of the ``task`` option (whether accuracy is reported, see decent8.task)
 TASKS = ("auto", "classification", "regression")

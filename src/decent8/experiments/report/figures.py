@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...algorithms import display_name
 from ...atomic import save_figure as _save_figure
 from ...train.plots import Group, plot_accuracy_vs_bytes, plot_groups
 from ..aggregate import mean_std
