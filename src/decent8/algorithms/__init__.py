@@ -9,6 +9,7 @@ from ..comm.base import Communicator
 from ..compression.base import Compressor
 from ..errors import ConfigError, choice_error
 from ..collectives.ring import RingAllReduce, check_allreduce_topology
+from .adpsgd import ADPSGD
 from .allreduce import AllReduceAlgorithm, check_allreduce_options
 from .base import GossipAlgorithm
 from .choco import ChocoSGD
@@ -37,6 +38,8 @@ _ALGORITHMS: dict[str, tuple[type[GossipAlgorithm], bool | None]] = {
     "gut": (GUT, None),
     "qg_gutm": (QGGUTm, None),
     "relaysgd": (RelaySGD, None),
+    # asynchronous gossip (issue 33): an event-driven run (train/async_gossip.py), simulator only
+    "adpsgd": (ADPSGD, None),
 }
 GOSSIP_ALGORITHMS: tuple[str, ...] = tuple(_ALGORITHMS)
 
@@ -139,5 +142,5 @@ def make_allreduce_algorithm(
                             base_lr=base_lr, eta_s=eta_s, K=K, reset=reset)
 
 
-__all__ = ["GradientTracking", "D2", "GUT", "QGGUTm", "RelaySGD", "algorithm_class", "optimizer_kind_for", "AllReduceAlgorithm", "PSGD", "Marsit", "SignSGD", "EFSignSGD", "make_allreduce_algorithm",
+__all__ = ["ADPSGD", "GradientTracking", "D2", "GUT", "QGGUTm", "RelaySGD", "algorithm_class", "optimizer_kind_for", "AllReduceAlgorithm", "PSGD", "Marsit", "SignSGD", "EFSignSGD", "make_allreduce_algorithm",
            "ALLREDUCE_ALGORITHMS", "ALGORITHMS", "GossipAlgorithm", "DPSGD", "DeepSqueeze", "ChocoSGD", "make_algorithm", "resolve_push_sum", "GOSSIP_ALGORITHMS"]

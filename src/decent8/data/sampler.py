@@ -36,11 +36,16 @@ class NodeSampler:
 
     def epoch_indices(self, epoch: int) -> torch.Tensor:
         """Sample indices ``[k, steps_per_epoch, b]`` for one epoch."""
-        need = self.steps_per_epoch * self.batch_size
-        rows = []
-        for node, part in zip(self.local_nodes, self.parts):
-            g = torch.Generator().manual_seed(derive_seed(self.seed, "data", node, epoch))
-            reps = math.ceil(need / len(part))
-            order = torch.cat([part[torch.randperm(len(part), generator=g)] for _ in range(reps)])[:need]
-            rows.append(order)
+        rows = [self.node_epoch_indices(pos, epoch) for pos in range(len(self.local_nodes))]
         return torch.stack(rows).view(len(rows), self.steps_per_epoch, self.batch_size).to(self.device)
+
+    def node_epoch_indices(self, pos: int, epoch: int) -> torch.Tensor:
+        """The sample indices ``[steps_per_epoch · b]`` of local node ``pos`` in ``epoch``
+        (on the CPU): its shard in the order of a generator seeded by (seed, node, epoch),
+        repeated with fresh permutations when the shard is smaller than an epoch's draw.
+        AD-PSGD's nodes (train/async_gossip.py) each walk their own stream with it."""
+        need = self.steps_per_epoch * self.batch_size
+        node, part = self.local_nodes[pos], self.parts[pos]
+        g = torch.Generator().manual_seed(derive_seed(self.seed, "data", node, epoch))
+        reps = math.ceil(need / len(part))
+        return torch.cat([part[torch.randperm(len(part), generator=g)] for _ in range(reps)])[:need]

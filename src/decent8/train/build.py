@@ -401,6 +401,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                              reset=cfg.marsit.reset)
     else:
         options = {"mu": cfg.algorithm.mu} if cfg.algorithm.name in ("gut", "qg_gutm") else {}
+        if cfg.algorithm.name == "adpsgd":  # its neighbour draws are keyed by the run seed
+            options["seed"] = cfg.seed
         eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
         algorithm = make_algorithm(cfg.algorithm.name, comm, make_compressor("identity", model.layout) if
                                    eight_bit_models else compressor, gamma, push_sum, generators, **options)

@@ -327,8 +327,15 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
 
     start_epoch, wall_before, rows = 0, 0.0, []
     state = load_resume_checkpoint(run, comm) if resume is not None else None
+    runner = None
+    if cfg.algorithm.name == "adpsgd":  # asynchronous gossip: simulated events, not rounds (async_gossip.py)
+        from .async_gossip import AsyncGossipRunner
+        runner = AsyncGossipRunner(c, engine, to_device(ds.x_train, c.device), ds.y_train.to(c.device),
+                                   lambda nodes: make_batch_transform(ds, cfg.data.augment, cfg.seed, nodes, c.device))
     if state is not None:
         load_engine_state(engine, state, run)
+        if runner is not None:
+            runner.load_state_dict(state.get("async"))
         start_epoch, wall_before = int(state["epoch"]), float(state["wall_time_s"])
         if start_epoch > cfg.epochs:
             raise ConfigError("resume", f"the checkpoint in {run.path} is of epoch {start_epoch}, but the run has "
@@ -376,13 +383,16 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
                                      .expand(comm.k, 2)).tolist()
         return {"epoch": epoch, "step": engine.step_count, "lr": lr, "train_loss": train_loss, **m,
                 "bytes_sent_per_node": bytes_all.mean().item(), "wall_time_s": wall_before + time.perf_counter() - t0,
-                "sim_time_s": timer.sim_time_s, "measured_compute_s": split[0], "measured_comm_s": split[1]}
+                "sim_time_s": timer.sim_time_s, "measured_compute_s": split[0], "measured_comm_s": split[1],
+                **(runner.metrics() if runner is not None else {})}
 
     for epoch in range(start_epoch, cfg.epochs):
         idx = c.sampler.epoch_indices(epoch)
         loss_sum = torch.zeros((), device=c.device)
         lr = c.schedule(epoch)
-        for s in range(steps):
+        if runner is not None:  # AD-PSGD: the epoch's n·steps events in simulated-time order
+            loss_sum, lr = runner.run_epoch(epoch, c.schedule)
+        for s in range(steps if runner is None else 0):
             lr = c.schedule(epoch + s / steps)
             batch = idx[:, s]
             xb = augment(take(x_train, batch), epoch * steps + s)
@@ -424,7 +434,8 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         if cfg.checkpoint:
             save_checkpoint(run, comm, {"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
                                         "engine": engine.state_dict(), "config": to_dict(cfg),
-                                        "timing": timer.state_dict()})
+                                        "timing": timer.state_dict(),
+                                        **({"async": runner.state_dict()} if runner is not None else {})})
         raise_pending()
     bar.close()
 
@@ -459,6 +470,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "measured_compute_s_per_step": run_split[0],
         "measured_comm_s_per_step": run_split[1],
         "time_model": timer.describe(),
+        "asynchronous": runner.summary() if runner is not None else None,
         "min_node_accuracy": final.get("min_node_accuracy"),
         "max_node_accuracy": final.get("max_node_accuracy"),
         "node_accuracies": final.get("node_accuracies"),
