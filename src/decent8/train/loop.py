@@ -376,8 +376,13 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     if pers_w is not None:
         pers_w = pers_w[comm.local_nodes].to(c.device)
 
-    def evaluate(epoch: float, train_loss: float, lr: float) -> dict[str, Any]:
-        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size, class_weights=pers_w)
+    from .eval_nodes import check_node_chunk, eval_sample, parse_eval_nodes
+    sample = eval_sample(cfg.seed, cfg.nodes, parse_eval_nodes(cfg.eval.nodes, cfg.nodes))  # issue 32
+    node_chunk = check_node_chunk(cfg.eval.node_chunk)
+
+    def evaluate(epoch: float, train_loss: float, lr: float, every_node: bool = True) -> dict[str, Any]:
+        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size, class_weights=pers_w,
+                            nodes=None if every_node else sample, node_chunk=node_chunk)
         bytes_all = comm.gather_nodes(comm.bytes_sent.to(c.device)).double().cpu()
         split = comm.mean_over_nodes(torch.tensor([timer.interval()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
@@ -414,7 +419,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             raise diverged(f"in epoch {epoch + 1} (train loss is {train_loss})", epoch)
         last = epoch + 1 == cfg.epochs
         if (epoch + 1) % cfg.eval_every == 0 or last:
-            row = evaluate(epoch + 1, train_loss, lr)
+            row = evaluate(epoch + 1, train_loss, lr, every_node=last)
             if not _finite(row):
                 bar.close()
                 raise diverged(f"in epoch {epoch + 1} (test loss {row['averaged_model_loss']}, consensus distance "
