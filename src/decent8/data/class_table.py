@@ -33,6 +33,10 @@ def format_class_table(counts: np.ndarray, class_names: Sequence[str] | None = N
     return "\n".join([fmt(header), sep, *(fmt(r) for r in rows[:-1]), sep, fmt(rows[-1])])
 
 
+#: tables with more nodes than this are drawn at a fixed size, without a label per node
+MAX_LABELLED_NODES = 128
+
+
 def plot_class_heatmap(counts: np.ndarray, path: str | os.PathLike, title: str | None = None,
                        class_names: Sequence[str] | None = None) -> None:
     """Write a node x class heatmap PNG like the paper's Figure 2 (cell counts annotated
@@ -42,7 +46,10 @@ def plot_class_heatmap(counts: np.ndarray, path: str | os.PathLike, title: str |
 
     c, names = _check_counts(counts, class_names)
     n, k = c.shape
-    fig = Figure(figsize=(max(4.0, 0.6 * k + 2.0), max(3.0, 0.45 * n + 1.5)))
+    # at most MAX_LABELLED_NODES rows get their own label and height (issue 32: 10,000 nodes
+    # made a 1,800-inch-tall figure, 6 GB and minutes); beyond, the figure is 12 in tall
+    labelled = n <= MAX_LABELLED_NODES
+    fig = Figure(figsize=(max(4.0, 0.6 * k + 2.0), max(3.0, 0.45 * n + 1.5) if labelled else 12.0))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     im = ax.imshow(c, aspect="auto", cmap="viridis", interpolation="nearest")
@@ -50,8 +57,9 @@ def plot_class_heatmap(counts: np.ndarray, path: str | os.PathLike, title: str |
     ax.set_xticks(range(k))
     long_names = max((len(s) for s in names), default=0) > 3
     ax.set_xticklabels(names, rotation=45 if long_names else 0, ha="right" if long_names else "center")
-    ax.set_yticks(range(n))
-    ax.set_yticklabels([f"node {i}" for i in range(n)])
+    if labelled:
+        ax.set_yticks(range(n))
+        ax.set_yticklabels([f"node {i}" for i in range(n)])
     ax.set_xlabel("class")
     ax.set_ylabel("node")
     if title:
