@@ -201,3 +201,23 @@ def test_unsupported_settings_are_one_line_config_errors(tmp_path, over, option)
     with pytest.raises(ConfigError) as e:
         build(load_config(None, digits(tmp_path, "algorithm=adpsgd", *over)))
     assert e.value.option == option
+
+
+def test_consensus_rounds_average_pairs_keep_the_sum_and_contract():
+    comm = SimulatorCommunicator(make_topology("ring", 8))
+    algo = ADPSGD(comm, make_compressor("identity", ParamLayout([("w", (3,))])), seed=0)
+    z = torch.randn(8, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64).float()
+    total, spread = z.sum(0).clone(), ((z - z.mean(0)) ** 2).sum().item()
+    for r in range(30):
+        algo.consensus_step(z, r)
+    assert torch.allclose(z.sum(0), total, atol=1e-5)
+    assert ((z - z.mean(0)) ** 2).sum().item() < 1e-2 * spread
+    assert comm.bytes_sent.sum().item() == 30 * 8 * 2 * 12  # n pairwise exchanges a round, 12 B each way
+
+
+def test_a_distributed_rank_is_refused():
+    topo = make_topology("ring", 4)
+    rank = SimpleNamespace(k=1, num_nodes=4, topology=topo)
+    with pytest.raises(ConfigError) as e:
+        ADPSGD(rank, make_compressor("identity", ParamLayout([("w", (3,))])))
+    assert e.value.option == "backend"
