@@ -196,6 +196,7 @@ def test_digits_run_records_staleness_time_and_resumes_exactly(tmp_path):
     (["topology=directed_ring"], "topology"),
     (["algorithm.gamma=0.5"], "algorithm.gamma"),
     (["optimizer.kind=qgm"], "optimizer.kind"),
+    (["backend=distributed"], "backend"),
 ])
 def test_unsupported_settings_are_one_line_config_errors(tmp_path, over, option):
     with pytest.raises(ConfigError) as e:

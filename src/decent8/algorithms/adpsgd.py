@@ -16,7 +16,7 @@ any node in between (Lian et al.'s τ). The event order, the clock and the stale
 records live in :mod:`decent8.train.async_gossip`; this module holds the per-event
 update and the end-of-training consensus rounds.
 
-Only the simulator runs it: see docs/algorithms.md §AD-PSGD for why the
+Only the simulator runs it: see docs/algorithms.md §13 for why the
 torch.distributed backend does not (an atomic average with a partner that does not know
 it is being contacted needs a listener thread or one-sided communication, which
 point-to-point send/recv with matched calls cannot give reproducibly).
@@ -63,7 +63,7 @@ class ADPSGD(GossipAlgorithm):
         topo = comm.topology
         if comm.k != comm.num_nodes:
             raise ConfigError("backend", "adpsgd runs in the simulator only (backend=simulator): its atomic pairwise "
-                                         "averages need one-sided communication (docs/algorithms.md, AD-PSGD)")
+                                         "averages need one-sided communication (docs/algorithms.md §13)")
         if push_sum:
             raise ConfigError("algorithm.push_sum", "adpsgd averages pairs of models (doubly stochastic); "
                                                     "push_sum must be auto or false")

@@ -238,6 +238,9 @@ def check_scalars(cfg: TrainConfig) -> None:
         raise choice_error("algorithm", cfg.algorithm.name, ALGORITHMS)
     if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
         check_allreduce_topology(cfg.algorithm.name, cfg.topology.name)
+    if cfg.algorithm.name == "adpsgd" and cfg.backend != "simulator":  # before any rendezvous
+        raise ConfigError("backend", "adpsgd runs in the simulator only (backend=simulator): its atomic pairwise "
+                                     "averages need one-sided communication (docs/algorithms.md §13)")
     _number("marsit.eta_s", cfg.marsit.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
     _number("marsit.K", cfg.marsit.K, lo=0, integer=True)
     check_allreduce_options(cfg.marsit.K, cfg.marsit.eta_s, cfg.marsit.reset)
