@@ -1,5 +1,5 @@
 """Choco-SGD's long-horizon float32 drift, before and after issue 12 (prints the numbers
-of docs/results/choco_numerics.md). Uses the problems of tests/test_long_horizon.py.
+of docs/results/choco_numerics.md). Uses the problems of tests/train/test_long_horizon.py.
 
     PYTHONPATH=src python benchmarks/choco_drift.py
 """

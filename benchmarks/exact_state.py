@@ -1,6 +1,6 @@
 """D² and gradient tracking over 20,000 float32 steps, before and after issue 32 (prints the
 numbers of docs/results/exact_state.md). The problem and loop of
-tests/test_long_horizon.py (heterogeneous least squares, 8-node ring, |x*| ≈ 5, local optima
+tests/train/test_long_horizon.py (heterogeneous least squares, 8-node ring, |x*| ≈ 5, local optima
 several units apart, full batch reshuffled every 10 steps); "before" are the pre-issue-32
 float32 updates, re-stated here.
 

@@ -1,4 +1,4 @@
-"""User models for the execution-equivalence tests (tests/test_equivalence.py): stochastic
+"""User models for the execution-equivalence tests (tests/train/test_equivalence.py): stochastic
 layers (dropout), norms of every kind and a residual add, as a user would write them."""
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """decent8: decentralized (gossip) deep-learning training with 8-bit low precision,
 compressed communication and non-IID data — a fast n-node simulator and a
 torch.distributed backend sharing one implementation of every algorithm."""
-__version__ = "0.1.0"
-
+from .version import __version__
 
 from . import train  # noqa: E402  (callable: decent8.train(model, data, …) → decent8.api.train)
 

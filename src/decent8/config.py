@@ -20,7 +20,17 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .errors import ConfigError, did_you_mean, first_line
+from .errors import ConfigError, choice_error, did_you_mean, first_line
+
+
+#: values of the ``task`` option (whether accuracy is reported, see decent8.task)
+TASKS = ("auto", "classification", "regression")
+
+
+def check_task(task: object) -> str:
+    if task not in TASKS:
+        raise choice_error("task", task, TASKS)
+    return str(task)
 
 
 @dataclass
@@ -181,6 +191,16 @@ class EvalConfig:
 
 
 @dataclass
+class DistConfig:
+    """Node blocks over torch.distributed ranks (comm/block.py, comm/placement.py)."""
+    ranks: Optional[int] = None     # backend=distributed: R processes, each holding a block of the nodes (null: one process per node); simulator: the placement the clock times
+    placement: str = "block"        # block | random | a file of n ranks, one per node
+    network: Optional[str] = None   # profile of the links between ranks for the simulated clock (null: network's); datacenter10 | datacenter100 | wifi | lte | custom
+    latency_s: Optional[float] = None          # α of the links between ranks (overrides dist.network)
+    bandwidth_mbit_s: Optional[float] = None   # β of the links between ranks in Mbit/s (overrides dist.network)
+
+
+@dataclass
 class TrainConfig:
     name: Optional[str] = None      # run folder name under out_dir (null: generated, with a time stamp)
     out_dir: str = "runs"
@@ -215,6 +235,7 @@ class TrainConfig:
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     clock: ClockConfig = field(default_factory=ClockConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
 
 
 def partition_label(cfg: TrainConfig, ascii_only: bool = False) -> str:

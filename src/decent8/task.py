@@ -42,7 +42,7 @@ from torch.func import vmap
 from .errors import ConfigError, choice_error
 
 LOSSES = ("cross_entropy", "logistic", "mse")
-from .train.validate import TASKS, check_task  # noqa: E402  (torch-free: the CLI checks options before torch)
+from .config import TASKS, check_task  # noqa: E402,F401  (torch-free: the CLI checks options before torch)
 
 
 def class_outputs(outputs: torch.Tensor, targets: torch.Tensor) -> bool:

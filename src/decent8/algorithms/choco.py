@@ -21,7 +21,7 @@ the numerators z) fixed; with a float32 running sum s it drifted (mean_i(s_i −
 6.7e-5 after 20k steps in issue 12's convex check, linear de-biased error under
 push-sum), and with a float32 u the rounding of the first, model-sized messages
 (q = x − 0 in round 1) still persists. In float64 these errors are ~2⁻⁵³ and the
-drift is gone (tests/test_long_horizon.py). x̂_i stays float32: it only decides what
+drift is gone (tests/train/test_long_horizon.py). x̂_i stays float32: it only decides what
 is compressed next, so its rounding acts like compression error, which Choco's next
 message corrects, and does not enter Σ_i u_i.
 

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+
+from ..text_table import format_table
 
 EXIT_USAGE = 2
+
+__all__ = ["EXIT_USAGE", "OneLineParser", "fail", "format_table", "human_bytes"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -19,22 +22,6 @@ class OneLineParser(argparse.ArgumentParser):
 def fail(message: str) -> int:
     sys.stderr.write(f"decent8: error: {message}\n")
     return EXIT_USAGE
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [[_fmt(v) for v in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e6):
-            return f"{v:.3e}"
-        return f"{v:.4f}"
-    return str(v)
 
 
 def human_bytes(n: float) -> str:

@@ -15,6 +15,7 @@ Examples::
     decent8 launch --nodes 4 algorithm=choco compression=topk topology=directed_ring
     decent8 launch --nodes 4 configs/paper/x.yaml epochs=10
     decent8 launch --resume runs/choco-topk-…      # continue a killed run
+    decent8 launch --ranks 2 nodes=64 topology=ring   # 2 processes, 32 nodes each (comm/block.py)
 """
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--nodes", type=int, metavar="N",
                    help="number of processes = nodes (default: the config's `nodes`; sets nodes=N otherwise)")
+    p.add_argument("--ranks", type=int, metavar="R",
+                   help="number of processes, each holding a block of the nodes as one stacked model "
+                        "(sets dist.ranks=R; default: one process per node)")
     p.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="S",
                    help=f"after a node fails, seconds the others get to stop on their own (default {DEFAULT_GRACE_S:g})")
     p.set_defaults(func=run, train_args=[])
@@ -270,21 +274,37 @@ def describe_exit(code: int) -> str:
 
 # ------------------------------------------------------------------ arguments
 def _train_namespace(train_args: list[str]) -> argparse.Namespace:
-    from .main import _subparsers, make_parser
+    from .common import OneLineParser
+    from .train_cmd import add_parser
 
-    return _subparsers(make_parser())["train"].parse_intermixed_args(train_args)
+    sub = OneLineParser(prog="decent8").add_subparsers(dest="command", parser_class=OneLineParser)
+    add_parser(sub)
+    return sub.choices["train"].parse_intermixed_args(train_args)
 
 
-def plan_launch(train_args: list[str], nodes: int | None) -> tuple[int, list[str]]:
-    """Validate the train arguments; return (number of nodes, `decent8 train` arguments)."""
+def _rank_labels(cfg) -> list[str]:
+    """``rank r (nodes a–b)`` per process of a node-block run (how the launcher names them)."""
+    from ..comm.placement import blocks, describe_nodes, make_placement
+
+    owner = make_placement(cfg.dist.placement, cfg.nodes, cfg.dist.ranks, cfg.seed)
+    return [f"rank {r} (nodes {describe_nodes(b)})" for r, b in enumerate(blocks(owner, cfg.dist.ranks))]
+
+
+def plan_launch(train_args: list[str], nodes: int | None, ranks: int | None = None,
+                labels: list[str] | None = None) -> tuple[int, list[str]]:
+    """Validate the train arguments; return (number of processes, `decent8 train` arguments):
+    one per node, or ``dist.ranks`` (``--ranks R``) processes each holding a block of nodes.
+    ``labels``, when given, receives how each process is named in failure lines."""
     args = list(train_args)
     if args[:1] == ["--"]:
         args = args[1:]
     if args[:1] == ["train"]:
         args = args[1:]
     ns = _train_namespace(args)
-    if nodes is not None and nodes < 2:
+    if nodes is not None and nodes < 2 and ranks is None:
         raise ConfigError("--nodes", f"need at least 2 nodes, got {nodes}")
+    if ranks is not None and ranks < 1:
+        raise ConfigError("--ranks", f"must be >= 1, got {ranks}")
     if ns.resume:
         from ..train.loop import resume_config
         from ..train.run_dir import RunDir
@@ -296,7 +316,14 @@ def plan_launch(train_args: list[str], nodes: int | None) -> tuple[int, list[str
                                         f"resume it with `decent8 train --resume {ns.resume}`")
         if nodes is not None and nodes != cfg.nodes:
             raise ConfigError("--nodes", f"{ns.resume} was trained on {cfg.nodes} nodes, not {nodes}")
-        return cfg.nodes, args
+        saved = cfg.dist.ranks
+        if ranks is not None and ranks != (saved or cfg.nodes):
+            raise ConfigError("--ranks", f"{ns.resume} was trained on {saved or cfg.nodes} ranks, not {ranks}: each "
+                                         f"rank's checkpoint holds its block and its process's random state, which "
+                                         f"cannot be re-split exactly; resume with --ranks {saved or cfg.nodes}")
+        if labels is not None and saved is not None:
+            labels += _rank_labels(cfg)
+        return (saved or cfg.nodes), args
 
     from ..config import load_config
     from ..train.build import check_scalars
@@ -309,19 +336,31 @@ def plan_launch(train_args: list[str], nodes: int | None) -> tuple[int, list[str
     extra = ["backend=distributed"]
     if nodes is not None and "nodes" not in given:
         extra.append(f"nodes={nodes}")
+    if ranks is not None and "dist.ranks" not in given:
+        extra.append(f"dist.ranks={ranks}")
     cfg = load_config(path, [*overrides, *extra])
     check_scalars(cfg)
     if nodes is not None and cfg.nodes != nodes:
         raise ConfigError("--nodes", f"--nodes {nodes} but the train arguments say nodes={cfg.nodes}")
+    if ranks is not None and cfg.dist.ranks != ranks:
+        raise ConfigError("--ranks", f"--ranks {ranks} but the train arguments say dist.ranks={cfg.dist.ranks}")
+    if cfg.dist.ranks is not None:
+        from ..comm.placement import make_placement
+        make_placement(cfg.dist.placement, cfg.nodes, cfg.dist.ranks, cfg.seed)  # one line before any process starts
     from ..train.loop import check
 
     check(cfg)  # data, model, compressor, run folder: every build-time error here, once, before any process starts
-    return cfg.nodes, [*args, *extra]
+    if labels is not None and cfg.dist.ranks is not None:
+        labels += _rank_labels(cfg)
+    return (cfg.dist.ranks or cfg.nodes), [*args, *extra]
 
 
-def launch(train_args: list[str], nodes: int | None = None, grace_s: float = DEFAULT_GRACE_S) -> int:
+def launch(train_args: list[str], nodes: int | None = None, grace_s: float = DEFAULT_GRACE_S,
+           ranks: int | None = None) -> int:
     """Run the training on local processes; return the exit status for the command."""
-    n, args = plan_launch(train_args, nodes)
+    labels: list[str] = []
+    n, args = plan_launch(train_args, nodes, ranks, labels)
+    name = (lambda r: labels[r]) if labels else (lambda r: f"node {r}")
     if not grace_s >= 0:
         raise ConfigError("--grace", f"must be >= 0 seconds, got {grace_s}")
     group = LocalNodes(n, [sys.executable, "-m", "decent8", "train", *args])
@@ -341,12 +380,13 @@ def launch(train_args: list[str], nodes: int | None = None, grace_s: float = DEF
     if first is None:
         return 0
     if codes[first] < 0:  # it could not say why itself
-        sys.stderr.write(f"decent8: error: node {first} {describe_exit(codes[first])}\n")
+        sys.stderr.write(f"decent8: error: {name(first)} {describe_exit(codes[first])}\n")
     if stopped:
-        sys.stderr.write(f"decent8: error: stopped node{'s' if len(stopped) > 1 else ''} "
-                         f"{', '.join(map(str, stopped))} ({grace_s:g} s after node {first} failed)\n")
+        what = "rank" if labels else "node"
+        sys.stderr.write(f"decent8: error: stopped {what}{'s' if len(stopped) > 1 else ''} "
+                         f"{', '.join(map(str, stopped))} ({grace_s:g} s after {name(first)} failed)\n")
     return 2 if all(c == 2 for c in codes) else 1
 
 
 def run(ns: argparse.Namespace) -> int:
-    return launch(list(ns.train_args), ns.nodes, ns.grace)
+    return launch(list(ns.train_args), ns.nodes, ns.grace, ns.ranks)

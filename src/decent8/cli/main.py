@@ -6,14 +6,15 @@ import sys
 import importlib
 import warnings
 
-from .. import __version__, signals
+from .. import signals
+from ..version import __version__
 from ..errors import ConfigError, Terminated, TrainingError
 from .common import OneLineParser, fail
 
 #: every command: its module (``add_parser`` / ``add_parsers``) and the one line the top-level
 #: ``--help`` shows. Only the module of the command being run is imported, so ``decent8 --help``
 #: and ``decent8 train`` with a bad option answer without importing torch or matplotlib
-#: (tests/test_cli.py checks that these lines are the modules' own).
+#: (tests/cli/test_cli.py checks that these lines are the modules' own).
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train_cmd", "train n nodes (the default: digits, 8 nodes, directed ring, skew 0.8, Choco-SGD, 99% top-k)"),
     "launch": ("launch_cmd", "run `decent8 train backend=distributed …` on N local processes (one per node)"),

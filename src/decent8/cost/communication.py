@@ -13,7 +13,7 @@ Two figures per node for the whole run:
   payload tensors of one message, with their real dtypes) × the node's out-degree
   (one copy per out-neighbour) × iterations. With ``precision=int8`` a dense message
   travels as ``quantize`` (uint8 + per-tensor scale/zero) and top-k as ``topk_int8``
-  (:func:`wire_compression`), so the 8-bit figure is the real 8-bit payload, not /4.
+  (:func:`decent8.compression.wire.wire_compression`), so the 8-bit figure is the real 8-bit payload, not /4.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 from ..compression import make_compressor
 from ..compression.topk import keep_count
+from ..compression.wire import INT8_WIRE, wire_compression  # noqa: F401  (re-exported)
 from ..errors import ConfigError
 from ..layout import ParamLayout
 
@@ -35,20 +36,6 @@ TRAIN_SIZES = {"cifar10": 50000, "mnist": 60000, "imagenette": 9469, "agnews": 1
 #: Compressors whose message the paper convention can count (dense or top-k style).
 DENSE = ("identity", "none", "quantize", "int8")
 SPARSE = ("topk", "topk_int8", "randomk")
-#: precision=int8: the fp32 wire format → its 8-bit counterpart (as decent8 train does)
-INT8_WIRE = {"identity": "quantize", "none": "quantize", "topk": "topk_int8"}
-
-
-def wire_compression(name: str, precision: str) -> str:
-    """The compressor a run actually uses (see :func:`decent8.train.build.wire_compression`)."""
-    try:
-        from ..train.build import wire_compression as build_wire
-    except ImportError:  # pragma: no cover - the training stack is optional for the cost model
-        build_wire = None
-    if build_wire is not None:
-        return build_wire(name, precision)
-    key = name.strip().lower() if isinstance(name, str) else name
-    return INT8_WIRE.get(key, name) if precision == "int8" else name
 
 
 def iterations(epochs: int, dataset_size: int, nodes: int, batch: int) -> int:

@@ -41,8 +41,8 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, choice_error
-from ..nn.norms import BatchNormReLU, EvoNormS0, GroupNormReLU, RangeBatchNorm, RangeEvoNorm
-from ..nn.norms import ReLU as NormReLU
+from ..models.norms import BatchNormReLU, EvoNormS0, GroupNormReLU, RangeBatchNorm, RangeEvoNorm
+from ..models.norms import ReLU as NormReLU
 from ..models.blocks import GlobalAvgPool
 from ..quant.layers import ActQuant, Add, QAdd, QConv2d, QLinear
 

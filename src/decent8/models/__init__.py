@@ -10,8 +10,11 @@ from ..quant.transform import to_low_precision
 from .small import MLP, DigitsCNN, TextClassifier
 from .stacked import StackedModel
 from .user import is_import_path, user_model
-from .zoo import BUILTIN_MODELS, PAPER_MODELS, PRECISIONS, QUANTIZED_MODELS, build_model, resolve
+from . import registry
+from .registry import ModelArgs, register_model
+from .zoo import BUILTIN_MODELS, PRECISIONS, QUANTIZED_MODELS, build_model, resolve
 
+#: the built-in models (:func:`register_model` adds more: :func:`make_model` builds any registered one)
 MODELS = BUILTIN_MODELS
 
 
@@ -20,7 +23,7 @@ def make_model(name: str, input_shape: tuple[int, ...], num_classes: int, width:
                vocab_size: int | None = None, pretrained_dir=None, seed: int = 0) -> nn.Module:
     """Build a model by name for inputs of ``input_shape`` (without the batch axis).
 
-    ``name`` is a built-in model (:data:`MODELS`) or an import path ``pkg.module:factory``
+    ``name`` is a registered model (:data:`MODELS` and any added by :func:`register_model`) or an import path ``pkg.module:factory``
     of a function returning an ``nn.Module`` (:func:`.user.user_model`). ``norm`` picks
     the normalization-activation layer of the built-in models (None: the model's
     default, see :mod:`.zoo`); ``precision="int8"`` applies the 8-bit module transform
@@ -31,8 +34,8 @@ def make_model(name: str, input_shape: tuple[int, ...], num_classes: int, width:
         module = user_model(name, input_shape=input_shape, num_classes=num_classes, vocab_size=vocab_size,
                             width=width)
         return to_low_precision(module, spec) if spec is not None else module
-    if name not in MODELS:
-        raise choice_error("model", name, MODELS + ("pkg.module:factory",))
+    if name not in registry.MODELS:
+        raise choice_error("model", name, tuple(registry.MODELS) + ("pkg.module:factory",))
     norm, spec = resolve(name, norm, precision, quant)
     return build_model(name, input_shape, num_classes, width, norm, spec, vocab_size, pretrained_dir, seed)
 
@@ -46,5 +49,5 @@ def init_parameters(module: nn.Module, seed: int) -> None:
                 m.reset_parameters()
 
 
-__all__ = ["MODELS", "PRECISIONS", "QUANTIZED_MODELS", "make_model", "init_parameters", "StackedModel",
+__all__ = ["MODELS", "PRECISIONS", "QUANTIZED_MODELS", "ModelArgs", "register_model", "make_model", "init_parameters", "StackedModel",
            "DigitsCNN", "MLP", "TextClassifier"]

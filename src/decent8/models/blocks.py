@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..nn.norms import make_norm
+from .norms import make_norm
 from ..quant.layers import ActQuant, Add, QAdd
 from ..quant.quantizer import QuantSpec
 

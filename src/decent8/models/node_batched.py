@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from .. import node_axis
-from ..nn import norms
+from . import norms
 from ..quant.layers import ActQuant, Add, QAdd, QConv2d, QLinear
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..nn.norms import make_norm
+from .norms import make_norm
 from .blocks import BasicBlock, GlobalAvgPool, conv
 
 #: blocks per stage of the named CIFAR ResNets

@@ -16,7 +16,7 @@ Each may be compiled (``sim.compile``: the chunk's forward + backward through
 ``torch.compile``, :class:`~decent8.models.stacked.StackedModel`). None of them changes
 the math: the loss is always ``task.losses`` of the outputs, and every random draw of a
 node comes from its own stream (:mod:`decent8.streams`), so a config computes the same
-thing whichever strategy runs it (up to float summation order; tests/test_equivalence.py).
+thing whichever strategy runs it (up to float summation order; tests/train/test_equivalence.py).
 """
 from __future__ import annotations
 

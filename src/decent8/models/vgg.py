@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..nn.norms import make_norm
+from .norms import make_norm
 from .blocks import GlobalAvgPool, conv
 
 CONFIG_A = (1, "M", 2, "M", 4, 4, "M", 8, 8, "M", 8, 8, "M")

@@ -22,28 +22,77 @@ from __future__ import annotations
 from torch import nn
 
 from ..errors import ConfigError, choice_error
-from ..nn.norms import NORMS
 from ..quant.quantizer import QuantSpec
 from ..quant.transform import to_low_precision
+from .norms import NORMS
+from .registry import MODELS, ModelArgs, register_model
 from .resnet_cifar import DEPTHS, ResNetCifar
 from .resnet_imagenet import ResNetImageNet
 from .small import MLP, DigitsCNN, TextClassifier
 from .vgg import VGG11
 
 PRECISIONS = ("fp32", "int8")
+_NONE = ("none",)
+
+
+@register_model("cnn")
+def _cnn(a: ModelArgs) -> nn.Module:
+    return DigitsCNN(a.channels, a.num_classes, a.width or 16, a.size, norm=a.norm)
+
+
+@register_model("mlp", norms=_NONE)
+def _mlp(a: ModelArgs) -> nn.Module:
+    f = 1
+    for s in a.input_shape:
+        f *= s
+    return MLP(f, a.num_classes, a.width or 128)
+
+
+@register_model("text", norms=_NONE)
+def _text(a: ModelArgs) -> nn.Module:
+    if a.vocab_size is None:
+        raise ConfigError("model", "model=text needs token-id data (data.name=agnews or a tensors file of ids)")
+    return TextClassifier(a.vocab_size, a.num_classes, a.width or 64)
+
+
+@register_model("hf", norms=_NONE, named_inputs=True)
+def _hf(a: ModelArgs) -> nn.Module:
+    from .hf import hf_model
+    shape = a.input_shape.get("input_ids", next(iter(a.input_shape.values()))) if isinstance(a.input_shape, dict) \
+        else a.input_shape
+    return hf_model(a.pretrained_dir, a.num_classes, a.vocab_size, shape[-1], a.width, a.seed)
+
+
+def _resnet_cifar(name: str) -> None:
+    @register_model(name, paper=True)
+    def build(a: ModelArgs) -> nn.Module:
+        return ResNetCifar(DEPTHS[name], a.num_classes, a.channels, a.width or 16, a.norm)
+
+
+for _name in DEPTHS:
+    _resnet_cifar(_name)
+
+
+@register_model("vgg11", paper=True)
+def _vgg11(a: ModelArgs) -> nn.Module:
+    return VGG11(a.num_classes, a.channels, a.size, a.width or 64, norm=a.norm)
+
+
+@register_model("resnet18", paper=True)
+def _resnet18(a: ModelArgs) -> nn.Module:
+    return ResNetImageNet((2, 2, 2, 2), a.num_classes, a.channels, a.width or 64, a.norm)
+
+
 #: models added for the paper (the digits ``cnn``/``mlp`` live in :mod:`.small`)
-PAPER_MODELS = ("resnet20", "resnet54", "vgg11", "resnet18")
-#: models with a norm-activation choice
-NORM_MODELS = ("cnn",) + PAPER_MODELS
+PAPER_MODELS = tuple(n for n, e in MODELS.items() if e.paper)
 #: every built-in model (``model=pkg.module:factory`` names a user's)
-BUILTIN_MODELS = ("cnn", "mlp", "text", "hf") + PAPER_MODELS
+BUILTIN_MODELS = tuple(MODELS)
+#: models with a norm-activation choice
+NORM_MODELS = tuple(n for n, e in MODELS.items() if e.norms != _NONE)
 #: models with an 8-bit form (any model with Conv2d/Linear layers: the transform applies to all)
 QUANTIZED_MODELS = BUILTIN_MODELS
 #: norms each model accepts
-MODEL_NORMS = {name: NORMS for name in NORM_MODELS}
-MODEL_NORMS["mlp"] = ("none",)
-MODEL_NORMS["text"] = ("none",)
-MODEL_NORMS["hf"] = ("none",)
+MODEL_NORMS = {n: e.norms for n, e in MODELS.items()}
 
 
 def check_precision(precision: str) -> str:
@@ -54,7 +103,8 @@ def check_precision(precision: str) -> str:
 
 def default_norm(name: str, precision: str) -> str:
     """EvoNorm-S0 for fp32 and Range EvoNorm for int8 in the paper's models; ReLU in the digits ones."""
-    if name in PAPER_MODELS:
+    entry = MODELS.get(name)
+    if entry is not None and entry.paper:
         return "range_evonorm" if precision == "int8" else "evonorm"
     return "none"
 
@@ -63,7 +113,7 @@ def resolve(name: str, norm: str | None, precision: str, quant: QuantSpec | None
     """Validate ``norm``/``precision`` for model ``name``; the norm to use and the QuantSpec (None for fp32)."""
     check_precision(precision)
     norm = default_norm(name, precision) if norm in (None, "", "auto") else norm
-    allowed = MODEL_NORMS.get(name, NORMS)
+    allowed = MODELS[name].norms if name in MODELS else NORMS
     if norm not in allowed:
         raise choice_error("model.norm", norm, allowed)
     spec = (quant or QuantSpec()) if precision == "int8" else None
@@ -73,40 +123,19 @@ def resolve(name: str, norm: str | None, precision: str, quant: QuantSpec | None
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, width: int | None, norm: str,
                 spec: QuantSpec | None, vocab_size: int | None = None, pretrained_dir=None,
                 seed: int = 0) -> nn.Module:
-    """The float model ``name``, in its 8-bit form when ``spec`` is given (``pretrained_dir``
-    and ``seed``: model=hf, see :mod:`.hf`)."""
-    if name == "hf":
-        from .hf import hf_model
-        shape = input_shape.get("input_ids", next(iter(input_shape.values()))) if isinstance(input_shape, dict) \
-            else input_shape
-        module = hf_model(pretrained_dir, num_classes, vocab_size, shape[-1], width, seed)
-        return to_low_precision(module, spec) if spec is not None else module
-    if isinstance(input_shape, dict):  # keyword inputs (a .pt of a dict of tensors): no built-in image model takes them
+    """The float model ``name`` (a registered one, :data:`.registry.MODELS`), in its 8-bit form
+    when ``spec`` is given (``pretrained_dir`` and ``seed``: model=hf, see :mod:`.hf`)."""
+    entry = MODELS.get(name)
+    if isinstance(input_shape, dict) and (entry is None or not entry.named_inputs):
+        # keyword inputs (a .pt of a dict of tensors): no built-in image model takes them
         raise ConfigError("model", f"model={name} takes one input tensor, but the data has named inputs "
                                    f"({', '.join(sorted(map(str, input_shape)))}); use model=hf for input_ids / "
                                    f"attention_mask, or a model of your own (model=pkg.module:factory)")
-    c, h = input_shape[0], input_shape[-1]
-    if name == "cnn":
-        module: nn.Module = DigitsCNN(c, num_classes, width or 16, h, norm=norm)
-    elif name == "mlp":
-        f = 1
-        for s in input_shape:
-            f *= s
-        module = MLP(f, num_classes, width or 128)
-    elif name == "text":
-        if vocab_size is None:
-            raise ConfigError("model", "model=text needs token-id data (data.name=agnews or a tensors file of ids)")
-        module = TextClassifier(vocab_size, num_classes, width or 64)
-    elif name in DEPTHS:
-        module = ResNetCifar(DEPTHS[name], num_classes, c, width or 16, norm)
-    elif name == "vgg11":
-        module = VGG11(num_classes, c, h, width or 64, norm=norm)
-    elif name == "resnet18":
-        module = ResNetImageNet((2, 2, 2, 2), num_classes, c, width or 64, norm)
-    else:
+    if entry is None:
         raise choice_error("model", name, BUILTIN_MODELS)
+    module = entry.build(ModelArgs(input_shape, num_classes, width, norm, vocab_size, pretrained_dir, seed))
     return to_low_precision(module, spec) if spec is not None else module
 
 
-__all__ = ["PRECISIONS", "PAPER_MODELS", "BUILTIN_MODELS", "NORM_MODELS", "QUANTIZED_MODELS", "MODEL_NORMS", "check_precision", "default_norm",
-           "resolve", "build_model"]
+__all__ = ["PRECISIONS", "PAPER_MODELS", "BUILTIN_MODELS", "NORM_MODELS", "QUANTIZED_MODELS", "MODEL_NORMS",
+           "check_precision", "default_norm", "resolve", "build_model", "register_model"]

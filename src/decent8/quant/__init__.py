@@ -10,7 +10,7 @@
   the fake-quantized product (benchmarked in ``benchmarks/int8_matmul.py``).
 
 The normalization-activation layers (EvoNorm-S0, Range EvoNorm, Range BN, …) are in
-:mod:`decent8.nn.norms`; ``precision="int8"`` applies :func:`to_low_precision` to the model.
+:mod:`decent8.models.norms`; ``precision="int8"`` applies :func:`to_low_precision` to the model.
 """
 from .int8_matmul import int8_codes, int8_linear
 from .layers import ActQuant, Add, QAdd, QConv2d, QLinear, set_stochastic

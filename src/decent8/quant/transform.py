@@ -50,7 +50,7 @@ def to_low_precision(module: nn.Module, spec: QuantSpec) -> nn.Module:
         new = _swap(child, spec)
         if new is not child:
             setattr(module, name, new)
-    set_spec = getattr(module, "set_spec", None)  # decent8's norm layers (nn/norms.py)
+    set_spec = getattr(module, "set_spec", None)  # decent8's norm layers (models/norms.py)
     if callable(set_spec):
         set_spec(spec)
     refine = getattr(module, "low_precision_", None)

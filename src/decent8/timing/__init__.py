@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from .clock import RecordingCommunicator, SimClock, StepLog, gossip_time, ring_hops_time
 from .device import DeviceModel, device_from_config
 from .faults import FaultModel, FaultySimulatorCommunicator, faulty_weights
-from .network import PROFILES, NetworkModel
+from .network import PROFILES, NetworkModel, cross_rank_profile
 from ..seeding import derive_seed
 
 
@@ -138,13 +138,18 @@ class Timer:
 def make_timer(cfg, topology, comm: RecordingCommunicator, compressor, dim: int, faults: FaultModel) -> Timer:
     """Network, device and clock of a run (validates the network, device_model and clock groups)."""
     net = NetworkModel.from_config(cfg.network, topology.n, derive_seed(cfg.seed, "network"))
+    dist_cfg = getattr(cfg, "dist", None)
+    cross = None if dist_cfg is None else cross_rank_profile(dist_cfg)
+    if cross is not None and dist_cfg.ranks is not None:  # links between ranks: their own profile (SPEC §12)
+        from ..comm.placement import make_placement
+        net.apply_placement(make_placement(dist_cfg.placement, topology.n, int(dist_cfg.ranks), cfg.seed), *cross)
     as_model = cfg.clock.as_model
     if not isinstance(cfg.clock.overlap, bool):
         raise ConfigError("clock.overlap", f"must be true or false, got {cfg.clock.overlap!r}")
     message_scale = ring_scale = 1.0
     if as_model is not None:
         from ..compression import make_compressor
-        from ..train.build import wire_compression
+        from ..compression.wire import wire_compression
         ref = _reference_layout(as_model, cfg.precision)
         c = cfg.compression
         ref_comp = make_compressor(wire_compression(c.name, cfg.precision), ref, ratio=c.ratio,

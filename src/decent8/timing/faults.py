@@ -19,7 +19,7 @@ the sums exact by also not counting the sender's share as sent"):
 * push-sum (column-stochastic W): the sender keeps the share it could not deliver,
       W'_ij = W_ij D_ij (i ≠ j),   W'_jj = W_jj + Σ_{i≠j} W_ij (1 − D_ij) ;
   every column still sums to 1, so Σ_i z_i and Σ_i ω_i are exact and z_i/ω_i still
-  converges to the true average (tests/test_timing.py).
+  converges to the true average (tests/timing/test_timing.py).
 
 The algorithms are unchanged: this is a :class:`~decent8.comm.simulator.SimulatorCommunicator`
 whose mixing matrix at step t is W'(t), used by ``exchange`` and ``mix_scalars`` alike.

@@ -43,6 +43,24 @@ NAMES = (*PROFILES, "custom")
 MBIT = 1e6 / 8
 
 
+def cross_rank_profile(dist_cfg) -> tuple[float, float] | None:
+    """(latency s, bandwidth Mbit/s) of the links between ranks from the ``dist`` config
+    group (``dist.network`` profile, ``dist.latency_s`` / ``dist.bandwidth_mbit_s``
+    overrides), or None when the links between ranks are the ``network`` group's."""
+    name, lat, bw = dist_cfg.network, dist_cfg.latency_s, dist_cfg.bandwidth_mbit_s
+    if name is None and lat is None and bw is None:
+        return None
+    if name is not None and name not in NAMES:
+        raise choice_error("dist.network", name, NAMES)
+    plat, pbw = PROFILES.get(name or "", (None, None))
+    lat = plat if lat is None else _positive("dist.latency_s", lat, allow_zero=True)
+    bw = pbw if bw is None else _positive("dist.bandwidth_mbit_s", bw)
+    if lat is None or bw is None:
+        raise ConfigError("dist.latency_s" if lat is None else "dist.bandwidth_mbit_s",
+                          "links between ranks need a profile (dist.network) or both dist.latency_s and dist.bandwidth_mbit_s")
+    return float(lat), float(bw)
+
+
 def _positive(option: str, value: float, allow_zero: bool = False) -> float:
     try:
         v = float(value)
@@ -122,6 +140,16 @@ class NetworkModel:
                                        f"the {self.n} nodes")
             self.alpha[dst, src] = _positive(opt, row[2], allow_zero=True)
             self.beta[dst, src] = _positive(opt, row[3]) * MBIT
+
+    def apply_placement(self, owner: list[int], latency_s: float, bandwidth_mbit_s: float) -> int:
+        """Give every link j → i between nodes on different ranks (``owner[i] ≠ owner[j]``,
+        comm/placement.py) latency ``latency_s`` and bandwidth ``bandwidth_mbit_s``; links
+        inside a rank keep theirs. Returns the number of directed links changed."""
+        own = np.asarray(owner)
+        cross = own[:, None] != own[None, :]
+        self.alpha[cross] = float(latency_s)
+        self.beta[cross] = float(bandwidth_mbit_s) * MBIT
+        return int(cross.sum())
 
     def jitter(self, round_index: int) -> np.ndarray:
         """ε(t) ``[n, n]`` for round ``round_index`` (zeros without jitter)."""

@@ -20,6 +20,7 @@ from ..comm.base import Communicator
 from ..comm.simulator import SimulatorCommunicator
 from ..compression import make_compressor
 from ..compression.base import Compressor
+from ..compression.wire import INT8_WIRE, wire_compression  # noqa: F401  (re-exported: train.build.wire_compression)
 from ..config import TrainConfig
 from ..data.dataset import ArrayDataset
 from ..data.partition import make_partition
@@ -176,20 +177,6 @@ def default_lr(push_sum: bool, gamma: float) -> float:
     compressed numerators and the exactly mixed weights ω drift apart; see
     :func:`default_gamma` and docs/results/defaults.md)."""
     return 0.05 if push_sum and gamma < 1.0 else 0.1
-
-
-#: precision=int8 sends 8-bit messages: the fp32 wire format → its 8-bit counterpart
-INT8_WIRE = {"identity": "quantize", "none": "quantize", "topk": "topk_int8"}
-
-
-def wire_compression(name: str, precision: str) -> str:
-    """The compressor actually used: with ``precision=int8`` the gossip messages travel as
-    8-bit values — a dense message as ``quantize`` (uint8 + per-tensor scale/zero), top-k
-    as ``topk_int8``; other compressors (already ≤ 8 bit, or random-k) are kept."""
-    key = name.strip().lower() if isinstance(name, str) else name
-    if precision == "int8":
-        return INT8_WIRE.get(key, name)
-    return name
 
 
 #: algorithms without compression that run at precision=int8 with 8-bit models on the wire
@@ -356,7 +343,13 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
 
     faults = check_faults(cfg, external_comm=comm is not None)
     if comm is None:
-        if cfg.backend == "distributed":  # one process per node, started by torchrun or `decent8 launch`
+        if cfg.backend == "distributed" and cfg.dist.ranks is not None:  # blocks of nodes on R ranks
+            from ..comm.block import BlockCommunicator
+            from ..comm.placement import make_placement
+            owner = make_placement(cfg.dist.placement, cfg.nodes, cfg.dist.ranks, cfg.seed)
+            comm = BlockCommunicator(topology, owner, device, cfg.dist_timeout_s)
+            device = comm.device  # cuda → cuda:LOCAL_RANK
+        elif cfg.backend == "distributed":  # one process per node, started by torchrun or `decent8 launch`
             from ..comm.distributed import DistributedCommunicator
             comm = DistributedCommunicator(topology, device, cfg.dist_timeout_s)
             device = comm.device  # cuda → cuda:LOCAL_RANK

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .. import __version__
+from ..version import __version__
 from ..algorithms import ALLREDUCE_ALGORITHMS
 from ..comm.base import Communicator
 from ..config import TrainConfig, flatten, from_dict, partition_label, to_dict, to_yaml
@@ -79,7 +79,15 @@ def write_partition(run: RunDir, c: Components) -> None:
 
 
 def checkpoint_name(comm: Communicator) -> str:
-    return CHECKPOINT if comm.k == comm.num_nodes else f"checkpoint-rank{comm.local_nodes[0]}.pt"
+    """``checkpoint.pt`` in one process; ``checkpoint-rank{r}.pt`` per torch.distributed
+    rank (one node per rank: r is the node; node blocks: the rank, holding its block)."""
+    rank = getattr(comm, "rank", None)
+    return CHECKPOINT if rank is None else f"checkpoint-rank{rank}.pt"
+
+
+def _one_process(comm: Communicator) -> bool:
+    """True when this process is the whole run (the simulator)."""
+    return getattr(comm, "rank", None) is None
 
 
 def previous_checkpoint_name(name: str) -> str:
@@ -90,7 +98,7 @@ def save_checkpoint(run: RunDir, comm: Communicator, state: dict[str, Any]) -> N
     """Atomic save. With one process per node each also keeps its previous checkpoint: a
     process can die after some nodes saved epoch e and before others did."""
     name = checkpoint_name(comm)
-    if comm.k < comm.num_nodes and run.file(name).exists():
+    if not _one_process(comm) and run.file(name).exists():
         os.replace(run.file(name), run.file(previous_checkpoint_name(name)))
     run.save_checkpoint(state, name)
 
@@ -99,7 +107,7 @@ def load_resume_checkpoint(run: RunDir, comm: Communicator) -> dict[str, Any] | 
     """The checkpoint to resume from. With one process per node, all resume from the
     newest epoch every node has (its current or its previous checkpoint)."""
     name = checkpoint_name(comm)
-    if comm.k == comm.num_nodes:
+    if _one_process(comm):
         return run.load_checkpoint(name)
     states = [s for s in (run.load_checkpoint(name), run.load_checkpoint(previous_checkpoint_name(name))) if s is not None]
     have = max((int(s["epoch"]) for s in states), default=0)
@@ -109,7 +117,7 @@ def load_resume_checkpoint(run: RunDir, comm: Communicator) -> dict[str, Any] | 
     for s in states:
         if int(s["epoch"]) == agreed:
             return s
-    raise ConfigError("resume", f"node {comm.local_nodes[0]} has checkpoints of epochs {sorted(int(s['epoch']) for s in states)} "
+    raise ConfigError("resume", f"{checkpoint_name(comm)} has checkpoints of epochs {sorted(int(s['epoch']) for s in states)} "
                                 f"in {run.path}, but the newest epoch all nodes have is {agreed}")
 
 
@@ -520,6 +528,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "seed": cfg.seed,
         "device": str(c.device),
         "backend": cfg.backend,
+        **(comm.placement_record() if hasattr(comm, "placement_record") else {}),  # node blocks: crossing edges, bytes
         "decent8_version": __version__,
         "environment": run_environment(c.device),
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..config import TrainConfig
+from ..config import TASKS, TrainConfig, check_task  # noqa: F401  (TASKS re-exported)
 from ..errors import ConfigError, choice_error
 
 BACKENDS = ("simulator", "distributed")
@@ -24,19 +24,12 @@ MAX_TIMEOUT_S = 7 * 86400.0
 MIN_DECAY_EVERY = 1e-3
 #: model.norm_stats (train/norm_stats.py) and task (task.py)
 NORM_STATS = ("local", "gossip", "average")
-TASKS = ("auto", "classification", "regression")
 
 
 def check_norm_stats(value: object) -> str:
     if value not in NORM_STATS:
         raise choice_error("model.norm_stats", value, NORM_STATS)
     return str(value)
-
-
-def check_task(task: object) -> str:
-    if task not in TASKS:
-        raise choice_error("task", task, TASKS)
-    return str(task)
 
 
 def _number(option: str, value: object, *, lo: float | None = None, lo_open: bool = False,

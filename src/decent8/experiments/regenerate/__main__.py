@@ -1,0 +1,4 @@
+"""``python -m decent8.experiments.regenerate``."""
+from .cli import main
+
+raise SystemExit(main())

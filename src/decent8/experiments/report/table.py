@@ -1,0 +1,50 @@
+"""The markdown table of ``report.md`` in the paper's layout."""
+from __future__ import annotations
+
+from ..aggregate import format_mean_se
+from .layout import _AXIS_TITLES, _ROW_TITLES, _mean, _paper_value, cell_values, layout, rows_of
+from .load import Sweep
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, list[float]]:
+    """The paper-layout table and the list of (ours − paper) differences."""
+    prefix, row_axes, columns = layout(sw)
+    rows = rows_of(sw, row_axes)
+    has_precision = any("precision" in c.labels for c in sw.cells)
+    headers = [_ROW_TITLES.get(k, k) for k in prefix] + [_AXIS_TITLES.get(a, a) for a in row_axes]
+    headers.append("Data/node (GB) FP / LP" if has_precision else "Data/node (GB)")
+    headers += list(columns)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
+    deltas: list[float] = []
+    for row in rows:
+        cells_in_row = [c for c in sw.cells if c.matches(dict(zip(row_axes, row))) and c.summary]
+        data = []
+        groups = ("fp32", "int8") if has_precision else (None,)
+        for prec in groups:
+            b = [c.summary["bytes_sent_per_node"] / 1e9 for c in cells_in_row  # type: ignore[index]
+                 if (prec is None or c.labels.get("precision") == prec) and "bytes_sent_per_node" in c.summary]
+            data.append(f"{_mean(b):.3g}" if b else "—")
+        data_txt = " / ".join(data)
+        comp = dict(zip(row_axes, row)).get("comp")
+        paper_gb = sw.paper_data_gb.get(str(comp)) if comp is not None else None
+        if isinstance(paper_gb, dict):
+            data_txt += " [" + " / ".join(str(paper_gb.get(p, "—")) for p in ("fp32", "int8")) + "]"
+        out = [str(v) for v in prefix.values()] + list(row) + [data_txt]
+        for label, spec in columns.items():
+            done, n_all = cell_values(sw, row_axes, row, spec or {}, metric)
+            ours = _mean(done) if done else None
+            paper = _paper_value(sw, row_axes, row, label)
+            txt = format_mean_se(done, show_n=False) if done else "—"
+            if done and n_all > 1:
+                txt += f" (n={len(done)}" + (f" of {n_all}" if len(done) < n_all else "") + ")"
+            if paper is not None:
+                txt += f" [{paper:.2f}]"
+                if ours is not None:
+                    deltas.append(ours - paper)
+            out.append(txt)
+        lines.append("| " + " | ".join(out) + " |")
+    return "\n".join(lines), deltas

@@ -1,0 +1,92 @@
+"""``report.md`` written into a sweep folder (or a comparison folder): the table, the
+findings checked, the figures."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from ...atomic import atomic_write_text
+from .. import findings
+from .figures import plot_accuracy_vs_skew, plot_class_distribution, plot_fp32_vs_int8, plot_validation_error, \
+    sweep_figures
+from .layout import _mean, group_label
+from .load import CellResult, Sweep, _config_value, load_runs, load_sweep
+from .table import markdown_table
+
+METRICS = {"mean_node": "mean_node_accuracy", "averaged": "averaged_model_accuracy"}
+
+
+def build_report(folder: str | os.PathLike, metric: str = "mean_node_accuracy", figures: bool = True) -> tuple[str, Path]:
+    """Write ``report.md`` and the figures into the sweep folder; returns (markdown, report path)."""
+    return write_report(load_sweep(folder), Path(folder), metric, figures)
+
+
+def compare_runs(paths: Sequence[str | os.PathLike], out: str | os.PathLike, metric: str = "mean_node_accuracy",
+                 figures: bool = True) -> tuple[str, Path]:
+    """Arbitrary run folders compared: one table, curves on shared axes, written to ``out``."""
+    sw = load_runs(paths, title=f"comparison of {len(paths)} runs")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    text, path = write_report(sw, out, metric, figures)
+    listing = "\n".join(["", "## Runs", ""] + [f"* `{c.path}` — " + (group_label(c.labels) or "(same config)")
+                                                + (f", seed {_config_value(c.config, 'seed')}" if c.config else "")
+                                                for c in sw.cells]) + "\n"
+    atomic_write_text(path, text + listing)
+    return text, path
+
+
+def _setting(c: CellResult, key: str) -> Any:
+    """A cell's value of config ``key`` (its config.yaml, else its sweep label)."""
+    v = _config_value(c.config, key)
+    return c.labels.get(key) if v is None else v
+
+
+def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
+                 figures: bool = True) -> tuple[str, Path]:
+    table, deltas = markdown_table(sw, metric)
+    finished = sum(1 for c in sw.cells if c.summary)
+    what = {"mean_node_accuracy": "mean over nodes of each node's own model",
+            "averaged_model_accuracy": "the parameter-averaged model"}.get(metric, metric)
+    lines = [f"# {sw.title}", ""]
+    if sw.source:
+        lines += [f"Paper: {sw.source}.", ""]
+    epochs = next((c.summary.get("epochs") for c in sw.cells if c.summary), None)
+    scale_txt = f"scale {sw.scale:g} ({epochs} epochs, a {sw.scale:g} part of the train set). " if sw.scale else ""
+    lines += [f"{finished} of {len(sw.cells)} cells finished. {scale_txt}Each cell: test accuracy (%) of our run "
+              f"({what}, after the final consensus rounds)" + (" [the paper's number]" if sw.paper else "")
+              + "; runs that differ only in their seed are aggregated as mean ± standard error of the mean "
+              "(s/√n, n = runs).", ""]
+    lines += [table, ""]
+    walls = [float(c.summary["wall_time_s"]) for c in sw.cells if c.summary and "wall_time_s" in c.summary]
+    if walls:
+        lines += [f"Compute: {sum(walls):,.0f} s of wall time over the {len(walls)} finished cells (the sum of "
+                  f"their `wall_time_s`; cells that ran side by side overlap in real time).", ""]
+    if deltas:
+        lines += [f"Ours − paper over {len(deltas)} cells: mean {_mean(deltas):+.2f}, "
+                  f"min {min(deltas):+.2f}, max {max(deltas):+.2f} points.", ""]
+    checked = findings.compare([c for c in sw.cells if c.summary], _setting, metric)
+    if checked:
+        lines += ["## The paper's findings", "",
+                  "Differences of mean accuracy between cells (points), their standard error over the seeds and "
+                  "95 % interval (Welch); a finding holds where the interval lies inside its claim, does not hold "
+                  "where it lies outside, and cannot be told otherwise (or from one run per cell).", "",
+                  findings.markdown(checked), ""]
+    if figures:
+        fig_dir = Path(folder) / "figures"
+        made = []
+        if plot_accuracy_vs_skew(sw, fig_dir / "accuracy_vs_skew.png", metric):
+            made.append(("Accuracy vs skew (Figures 4–6)", "figures/accuracy_vs_skew.png"))
+        if plot_fp32_vs_int8(sw, fig_dir / "fp32_vs_int8.png", metric):
+            made.append(("FP32 vs 8-bit per setting", "figures/fp32_vs_int8.png"))
+        if plot_validation_error(sw, fig_dir / "validation_error.png", metric):
+            made.append(("Validation error during training (Figure 1)", "figures/validation_error.png"))
+        if plot_class_distribution(sw, fig_dir / "class_distribution.png"):
+            made.append(("Class distribution per node (Figure 2)", "figures/class_distribution.png"))
+        made += sweep_figures(sw, fig_dir, metric)
+        for title, rel in made:
+            lines += [f"## {title}", "", f"![{title}]({rel})", ""]
+    text = "\n".join(lines)
+    out = Path(folder) / "report.md"
+    atomic_write_text(out, text)
+    return text, out
