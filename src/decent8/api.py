@@ -135,6 +135,10 @@ class TrainResult(tuple):
         return self.node_model(None)
 
 
+#: option groups whose value may be an import path named again on resume (docs/extending.md)
+CODE_GROUPS = ("algorithm", "compression", "topology")
+
+
 def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data: DataLike | None = None, *,
           loss: str | Callable | Task | None = None, parts: Sequence[Sequence[int]] | None = None,
           config: str | None = None, resume: str | Path | None = None, quiet: bool = True,
@@ -155,13 +159,17 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
     ``parts``: one list of training-row indices per node (default: the config's
     partition). ``config``: a YAML file; ``options``: config options (see module doc).
     ``resume``: a run folder to continue; code its config names by import path runs only
-    if ``model`` / ``loss`` name it again (or are given as objects) or ``trust_config``.
+    if ``model`` / ``loss`` / ``algorithm`` / ``compression`` / ``topology`` name it again
+    (model and loss may be given as objects) or ``trust_config``.
     """
     from .train.loop import train as run_training
 
+    code_named = {f"{k}.name": options.pop(k) for k in CODE_GROUPS if isinstance(options.get(k), str)} \
+        if resume is not None else {}
     if resume is not None:
         if options or config:
-            raise ConfigError("resume", "takes no config or options: the run folder's config.yaml is used as saved")
+            raise ConfigError("resume", "takes no config or options: the run folder's config.yaml is used as saved "
+                                        "(except naming its code again: algorithm=, compression=, topology=)")
         given: dict[str, Any] = {}
         from .config import from_dict
         from .train.run_dir import RunDir
@@ -195,7 +203,7 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
     outputs: dict[str, Any] = {}
     trust: dict[str, Any] = {}
     if resume is not None:  # code the caller names (or replaces by an object) again may run
-        named = {"model.name": model, "loss": loss}
+        named = {"model.name": model, "loss": loss, **code_named}
         trust = {"trust_config": trust_config,
                  "named_code": {k: (v if isinstance(v, str) else saved[k]) for k, v in named.items()
                                 if v is not None and k in saved}}

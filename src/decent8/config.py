@@ -22,6 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .errors import ConfigError, choice_error, did_you_mean, first_line
 
+#: the algorithm a config that names none runs (decent8.algorithms.registry re-exports it)
+DEFAULT_ALGORITHM = "choco"
+
 
 #: values of the ``task`` option (whether accuracy is reported, see decent8.task)
 TASKS = ("auto", "classification", "regression")
@@ -94,7 +97,7 @@ class TopologyConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: str = "choco"
+    name: str = DEFAULT_ALGORITHM   # a registered name (decent8 list) or pkg.module:Class (docs/extending.md)
     gamma: Optional[float] = None   # consensus step size; null = auto (see train.build.default_gamma)
     push_sum: str = "auto"          # auto | true | false
     consensus_rounds: int = 51      # gossip-only rounds after training (the paper's code: 51)
@@ -115,7 +118,7 @@ class CompressionConfig:
 class OptimizerConfig:
     kind: str = "local"             # local Nesterov momentum | qgm (quasi-global momentum) | adam | adamw (local, per node)
     lr: Optional[float] = None      # null: 0.1; 0.05 under push-sum with compressed gossip (train.build.default_lr)
-    momentum: Optional[float] = None  # null: the algorithm's default (train.build.ALGORITHM_DEFAULTS: 0.9; marsit 0)
+    momentum: Optional[float] = None  # null: the algorithm's default (Algorithm.defaults: 0.9; marsit 0)
     nesterov: bool = True
     weight_decay: float = 1e-4
     schedule: str = "step"          # step | cosine | constant
@@ -129,10 +132,10 @@ class OptimizerConfig:
 
 
 @dataclass
-class MarsitConfig:
-    """All-reduce algorithms (marsit, psgd, signsgd, ef_signsgd; docs/algorithms.md §10). η_l is
-    optimizer.lr (with its schedule); the all-reduce is a ring on topology=ring /
-    directed_ring and a 2-D torus on topology=torus (topology.rows × topology.cols)."""
+class AllReduceConfig:
+    """All-reduce algorithms (docs/algorithms.md §10; formerly the ``marsit`` group, still
+    accepted). η_l is optimizer.lr (with its schedule); the all-reduce is a ring on
+    topology=ring / directed_ring and a 2-D torus on topology=torus (rows × cols)."""
     K: int = 0                      # marsit: fp32 all-reduce every K steps, then c = 0 (Marsit-K); 0 = never
     eta_s: float = 0.005            # marsit, signsgd: sign step size at optimizer.lr (follows the lr schedule)
     reset: str = "apply"            # marsit K-th step: apply = x −= mean(u), u = update + c (docs/algorithms.md §10); drop = x −= mean(update), c discarded
@@ -228,7 +231,7 @@ class TrainConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    marsit: MarsitConfig = field(default_factory=MarsitConfig)
+    allreduce: AllReduceConfig = field(default_factory=AllReduceConfig)
     sim: SimConfig = field(default_factory=SimConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     device_model: DeviceModelConfig = field(default_factory=DeviceModelConfig)
@@ -259,9 +262,33 @@ EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.
 GROUPS = tuple(f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory))  # type: ignore[arg-type]
 
 
-def _normalize_groups(raw: dict[str, Any]) -> dict[str, Any]:
-    """``{"topology": "ring"}`` → ``{"topology": {"name": "ring"}}``."""
-    out = dict(raw)
+#: renamed groups: old name -> new name (the old one is accepted with a one-line notice)
+RENAMED_GROUPS = {"marsit": "allreduce"}
+_NOTICED: set[str] = set()
+
+
+def _renamed(key: str, notice: bool = True) -> str:
+    """``marsit.K`` → ``allreduce.K`` (:data:`RENAMED_GROUPS`); says so once per process."""
+    top, dot, rest = key.partition(".")
+    new = RENAMED_GROUPS.get(top)
+    if new is None:
+        return key
+    if notice and top not in _NOTICED:
+        import sys
+        _NOTICED.add(top)
+        sys.stderr.write(f"decent8: notice: the option group '{top}' is now '{new}' ({top}.* is read as {new}.*)\n")
+    return new + dot + rest
+
+
+def _normalize_groups(raw: dict[str, Any], notice: bool = True) -> dict[str, Any]:
+    """``{"topology": "ring"}`` → ``{"topology": {"name": "ring"}}``; renamed groups
+    (``marsit:`` → ``allreduce:``)."""
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        new = _renamed(k, notice) if isinstance(k, str) else k
+        if new in out and isinstance(out[new], dict) and isinstance(v, dict):
+            v = {**out[new], **v} if new == k else {**v, **out[new]}  # the new name wins
+        out[new] = v
     for g in GROUPS:
         if g in out and isinstance(out[g], (list, tuple)):
             raise ConfigError(g, f"must be a name or a mapping of its options, got a list {out[g]!r:.60}")
@@ -459,6 +486,7 @@ def load_config(path: str | None = None, overrides: list[str] | tuple[str, ...] 
 
 def _set(node: DictConfig, key: str, value: Any, expand_dicts: bool = False) -> None:
     """One option of a config under construction: group shorthand, known name, shape, type."""
+    key = _renamed(key)
     if key in GROUPS and not isinstance(value, dict):
         key = f"{key}.name"
     top = key.split(".")[0]
@@ -546,7 +574,7 @@ def to_dict(cfg: TrainConfig) -> dict[str, Any]:
 def from_dict(d: dict[str, Any]) -> TrainConfig:
     if not isinstance(d, dict):
         raise ConfigError("config", f"must be a mapping of options, got {type(d).__name__}")
-    d = _normalize_groups(literal(d))
+    d = _normalize_groups(literal(d), notice=False)  # a stored config (an older run's marsit group)
     for k, v in d.items():
         check_shape(k, v)
     try:

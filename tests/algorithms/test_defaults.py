@@ -7,7 +7,9 @@ import yaml
 
 from decent8.config import load_config, to_yaml
 from decent8.errors import ConfigError
-from decent8.train.build import ALGORITHM_DEFAULTS, build, resolve_algorithm_defaults
+from decent8.algorithms import algorithm_class
+from decent8.algorithms.base import Algorithm
+from decent8.train.build import build, resolve_algorithm_defaults
 
 from tests.helpers import small_config
 
@@ -20,7 +22,7 @@ def test_marsit_defaults_to_plain_sgd_and_gossip_to_nesterov():
     for name in ("choco", "dpsgd", "deepsqueeze", "psgd", "signsgd"):
         cfg = load_config(None, [f"algorithm={name}"])
         assert resolve_algorithm_defaults(cfg) == {"optimizer.momentum": 0.9}
-    assert set(ALGORITHM_DEFAULTS["marsit"]) <= set(ALGORITHM_DEFAULTS["*"])
+    assert set(algorithm_class("marsit").defaults) <= set(Algorithm.defaults)
 
 
 def test_a_user_value_overrides_the_algorithm_default():
@@ -35,8 +37,9 @@ def test_build_uses_and_records_the_resolved_values():
     cfg = load_config(None, small_config(["algorithm=marsit", "topology=ring", "skew=0"]))
     c = build(cfg)
     assert c.optimizer.momentum == 0.0 and c.defaults == {"optimizer.momentum": 0.0, "optimizer.lr": 0.1}
-    assert yaml.safe_load(to_yaml(cfg))["optimizer"]["momentum"] == 0.0   # config.yaml reruns it exactly
-    assert yaml.safe_load(to_yaml(cfg))["optimizer"]["lr"] == 0.1
+    assert yaml.safe_load(to_yaml(c.cfg))["optimizer"]["momentum"] == 0.0   # config.yaml reruns it exactly
+    assert yaml.safe_load(to_yaml(c.cfg))["optimizer"]["lr"] == 0.1
+    assert cfg.optimizer.momentum is None and cfg.optimizer.lr is None    # the user's config is not changed
     c = build(load_config(None, small_config(["algorithm=choco"])))
     assert c.optimizer.momentum == 0.9
 
@@ -50,7 +53,7 @@ def test_push_sum_with_compressed_gossip_defaults_to_gamma_0_02_and_lr_0_05(tmp_
     graph = ["topology=edge_list", f"topology.path={tmp_path / 'g.txt'}"]
     cfg = load_config(None, small_config(graph))
     c = build(cfg)
-    assert c.push_sum and c.gamma == 0.02 and c.defaults["optimizer.lr"] == 0.05 and cfg.optimizer.lr == 0.05
+    assert c.push_sum and c.gamma == 0.02 and c.defaults["optimizer.lr"] == 0.05 and c.cfg.optimizer.lr == 0.05
     assert c.schedule.lr == 0.05
     c = build(load_config(None, small_config([*graph, "compression=identity"])))     # exact gossip: γ 1, lr 0.1
     assert c.push_sum and c.gamma == 1.0 and c.schedule.lr == 0.1

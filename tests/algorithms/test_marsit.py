@@ -302,14 +302,14 @@ BAD = [
     (["algorithm=marsit", "topology=complete"], "topology"),
     (["algorithm=psgd", "topology=star"], "topology"),
     (["algorithm=signsgd", "topology=exponential"], "topology"),
-    (["algorithm=marsit", "topology=ring", "marsit.K=-1"], "marsit.K"),
-    (["algorithm=marsit", "topology=ring", "marsit.K=2.5"], "marsit.K"),
-    (["algorithm=marsit", "topology=ring", "marsit.eta_s=0"], "marsit.eta_s"),
-    (["algorithm=marsit", "topology=ring", "marsit.eta_s=-0.1"], "marsit.eta_s"),
+    (["algorithm=marsit", "topology=ring", "allreduce.K=-1"], "allreduce.K"),
+    (["algorithm=marsit", "topology=ring", "allreduce.K=2.5"], "allreduce.K"),
+    (["algorithm=marsit", "topology=ring", "allreduce.eta_s=0"], "allreduce.eta_s"),
+    (["algorithm=marsit", "topology=ring", "allreduce.eta_s=-0.1"], "allreduce.eta_s"),
     (["algorithm=marsit", "topology=ring", "algorithm.push_sum=true"], "push_sum"),
-    (["algorithm=marsit", "topology=ring", "marsit.reset=sometimes"], "marsit.reset"),
+    (["algorithm=marsit", "topology=ring", "allreduce.reset=sometimes"], "allreduce.reset"),
     (["algorithm=marsit", "topology=torus", "nodes=8", "topology.rows=3"], "topology.rows"),
-    (["algorithm=marsit", "marsit.bogus=1"], "marsit.bogus"),
+    (["algorithm=marsit", "allreduce.bogus=1"], "allreduce.bogus"),
 ]
 
 
@@ -327,3 +327,18 @@ def test_bad_input_exit_2_in_a_subprocess(tmp_path):
     r = subprocess.run([sys.executable, "-m", "decent8", "train", "algorithm=marsit", "topology=complete"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "topology" in r.stderr, r.stderr
+
+
+def test_the_old_marsit_group_is_read_as_allreduce_with_a_one_line_notice(capsys, monkeypatch):
+    from decent8 import config as config_module
+    from decent8.config import from_dict, load_config
+
+    monkeypatch.setattr(config_module, "_NOTICED", set())
+    cfg = load_config(None, ["algorithm=psgd", "marsit.K=7", "allreduce.eta_s=0.01"])
+    assert (cfg.allreduce.K, cfg.allreduce.eta_s) == (7, 0.01) and not hasattr(cfg, "marsit")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'marsit' is now 'allreduce'" in err[0]
+    load_config(None, ["marsit.reset=drop"])                       # once per process
+    assert capsys.readouterr().err == ""
+    old_run = from_dict({"marsit": {"K": 3}, "allreduce": {"eta_s": 0.2}})   # a stored config.yaml: silent
+    assert (old_run.allreduce.K, old_run.allreduce.eta_s) == (3, 0.2)

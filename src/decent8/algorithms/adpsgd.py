@@ -54,8 +54,13 @@ class ADPSGD(GossipAlgorithm):
     (``z[n, d]``: the simulator's stacked models)."""
 
     name = "adpsgd"
+    display_name = "AD-PSGD"
     supports_compression = False
     allows_qgm = False
+    #: the neighbour draws are keyed by the run seed
+    options = {"seed": "seed"}
+    #: trained by events in simulated time (train/async_gossip.py), not by engine steps; simulator only
+    event_driven = True
 
     def __init__(self, comm, compressor, gamma: float = 1.0, push_sum: bool = False, generators=None,
                  seed: int = 0) -> None:

@@ -1,16 +1,16 @@
 """All-reduce algorithms: workers aggregate their *updates* over a ring or 2-D torus
 all-reduce instead of gossiping models (docs/algorithms.md §10).
 
-The engine hands such an algorithm (``aggregates_updates = True``) the local update
+:meth:`AllReduceAlgorithm.update` takes the local update
 ``u_i = lr · d_i`` (d = the configured optimizer's direction — plain SGD with
 ``optimizer.momentum=0``, which is the paper's η_l·∇f — at the de-biased parameters)
 and subtracts what :meth:`AllReduceAlgorithm.aggregate` returns, the *applied update*,
 identical on every worker; so all models stay equal (consensus distance 0) and the
-gossip-only consensus rounds at the end of training do nothing (:meth:`step`). The
+consensus rounds at the end of training do nothing (:meth:`consensus_step`). The
 compression group of the config is not used: the algorithm fixes its wire format
 (``wire_format``). η_l is ``optimizer.lr`` with its schedule; the sign step η_s is
-``marsit.eta_s`` at ``optimizer.lr`` and follows the same schedule
-(η_s(t) = marsit.eta_s · lr(t) / optimizer.lr) — a choice of this implementation.
+``allreduce.eta_s`` at ``optimizer.lr`` and follows the same schedule
+(η_s(t) = allreduce.eta_s · lr(t) / optimizer.lr) — a choice of this implementation.
 
 The collective itself lives in :mod:`decent8.collectives.ring`; every algorithm of
 this family is one :class:`~decent8.collectives.ring.Codec` (what travels per hop)
@@ -18,26 +18,31 @@ plus its update rule.
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from typing import Sequence
+from abc import abstractmethod
+from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
-from ..collectives.ring import RingAllReduce
+from ..collectives.ring import RingAllReduce, check_allreduce_topology
 from ..comm.base import Communicator
+from ..compression.base import Compressor
 from ..errors import ConfigError, choice_error
+from .base import Algorithm, AlgorithmContext
 
 
-class AllReduceAlgorithm(ABC):
+class AllReduceAlgorithm(Algorithm):
     """State and update rule of one all-reduce algorithm for the k local nodes."""
 
-    name: str = "abstract"
-    #: the engine calls :meth:`aggregate` with the local update instead of gossiping
-    aggregates_updates: bool = True
+    family = "ring all-reduce"
+    own_wire_format = True
+    tolerates_faults = False
+    #: the ``allreduce`` option group (and η_l = optimizer.lr, resolved before the algorithm is built)
+    options: ClassVar[Mapping[str, str]] = {"base_lr": "optimizer.lr", "eta_s": "allreduce.eta_s",
+                                            "K": "allreduce.K", "reset": "allreduce.reset"}
     #: what travels per hop (shown as the run's compression)
-    wire_format: str = "fp32"
-    push_sum: bool = False
-    omega = None
+    wire_format: ClassVar[str] = "fp32"
+    #: True where the update is a sign step η_s (a diverged run names allreduce.eta_s)
+    sign_step_size: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -58,31 +63,38 @@ class AllReduceAlgorithm(ABC):
         self.reset = reset
         self.dim = 0
 
+    @classmethod
+    def create(cls, ctx: AlgorithmContext) -> "AllReduceAlgorithm":
+        check_allreduce_topology(cls.name, ctx.topology)
+        return cls(ctx.comm, RingAllReduce(ctx.comm, ctx.topology, ctx.rows, ctx.cols), ctx.generators, **ctx.options)
+
+    @classmethod
+    def resolve_push_sum(cls, push_sum: str | bool | None, doubly_stochastic: bool) -> bool:
+        if str(push_sum).lower() == "true":
+            raise ConfigError("algorithm.push_sum", f"'{cls.name}' is an all-reduce algorithm; push_sum must be auto or false")
+        return False
+
+    @classmethod
+    def headline(cls, summary: Mapping[str, Any]) -> str:
+        return f"{summary['algorithm']} (ring all-reduce) · {summary['compression']}"
+
+    def divergence_knobs(self, consensus: bool) -> list[str]:
+        return ["optimizer.lr", "allreduce.eta_s"] if self.sign_step_size else ["optimizer.lr"]
+
     # --- state ----------------------------------------------------------------
     def init_state(self, x: torch.Tensor) -> None:
         self.dim = x.shape[1]
 
-    def buffers(self) -> dict[str, torch.Tensor]:
-        return {}
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: t.detach().clone() for name, t in self.buffers().items()}
-
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        for name, t in self.buffers().items():
-            if name in state:
-                t.copy_(state[name])
-
-    # --- model view (no push-sum) ------------------------------------------------
-    def debiased(self, z: torch.Tensor) -> torch.Tensor:
-        return z
-
-    def rebias(self, z: torch.Tensor, x: torch.Tensor) -> None:
-        z.copy_(x)
-
     # --- the update -------------------------------------------------------------
+    def update(self, z: torch.Tensor, direction: torch.Tensor, x: torch.Tensor, lr: float, step: int) -> None:
+        """x ← x − :meth:`aggregate` (lr·d): the applied update, identical on every worker."""
+        z.sub_(self.aggregate(direction.mul(lr), step, lr))
+
+    def consensus_step(self, z: torch.Tensor, step: int) -> None:
+        """Nothing to do: the models are already identical."""
+
     def step(self, z: torch.Tensor, step: int) -> None:
-        """A gossip-only round: nothing to do, the models are already identical."""
+        """A gossip-only round: nothing to do (:meth:`consensus_step`)."""
 
     @abstractmethod
     def aggregate(self, update: torch.Tensor, step: int, lr: float) -> torch.Tensor:
@@ -92,9 +104,12 @@ class AllReduceAlgorithm(ABC):
         """η_s at learning rate ``lr``: ``eta_s · lr / optimizer.lr``."""
         return self.eta_s * lr / self.base_lr
 
-    def message_bytes(self) -> float:
-        """Bytes each worker sends in one regular (compressed) step."""
+    def message_bytes(self, compressor: Compressor | None = None) -> float:
+        """Bytes each worker sends in one regular (compressed) step (its own wire format)."""
         return self.allreduce.bytes_per_worker(self.allreduce.padded(self.dim, bits=False), 4.0)
+
+    def wire_label(self, compression: str) -> str:
+        return self.wire_format
 
 
 #: what Marsit-K's full-precision step applies (see :mod:`.marsit`)
@@ -102,10 +117,10 @@ RESETS = ("apply", "drop")
 
 
 def check_allreduce_options(K: int, eta_s: float, reset: str = "apply") -> None:
-    """Range checks of the ``marsit`` group (one-line errors)."""
+    """Range checks of the ``allreduce`` group (one-line errors)."""
     if isinstance(K, bool) or not isinstance(K, int) or K < 0:
-        raise ConfigError("marsit.K", f"full-precision all-reduce every K steps needs an integer K >= 0 (0 = never), got {K}")
+        raise ConfigError("allreduce.K", f"full-precision all-reduce every K steps needs an integer K >= 0 (0 = never), got {K}")
     if not eta_s > 0:
-        raise ConfigError("marsit.eta_s", f"sign step size must be > 0, got {eta_s}")
+        raise ConfigError("allreduce.eta_s", f"sign step size must be > 0, got {eta_s}")
     if reset not in RESETS:
-        raise choice_error("marsit.reset", reset, RESETS)
+        raise choice_error("allreduce.reset", reset, RESETS)

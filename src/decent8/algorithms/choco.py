@@ -47,6 +47,9 @@ from .base import GossipAlgorithm
 
 class ChocoSGD(GossipAlgorithm):
     name = "choco"
+    display_name = "Choco"
+    # x̂ and s = Σ_j W_ij x̂_j (the paper's accounting; decent8 keeps u = s − x̂ in float64: 3)
+    state_buffers = 2
 
     def __init__(self, comm, *args, **kwargs) -> None:
         super().__init__(comm, *args, **kwargs)
@@ -97,3 +100,11 @@ class ChocoSGD(GossipAlgorithm):
             inc = self.comm.exchange_increment(payload, self.compressor, step, sparse=sparse)
         compensated.accumulate(self.res_hi, self.res_lo, inc)     # u ← u + Σ_j W_ij q_j − q_i
         z.add_(self.res_hi, alpha=self.gamma)                     # x ← x½ + γ u
+
+
+class ChocoPush(ChocoSGD):
+    """Choco-SGD under push-sum."""
+
+    name = "choco_push"
+    display_name = "Choco-push"
+    forced_push_sum = True

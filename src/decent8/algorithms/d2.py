@@ -40,6 +40,8 @@ Memory: c 8 B per parameter; wire unchanged.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -49,8 +51,25 @@ from .base import GossipAlgorithm
 
 class D2(GossipAlgorithm):
     name = "d2"
+    state_buffers = 1   # D² correction
     supports_compression = False
     allows_qgm = False
+
+    @classmethod
+    def topology_gamma(cls, topology) -> float:
+        """γ when ``algorithm.gamma`` is null: the largest multiple of 0.01, at most 1, with
+        λ_min((1 − γ)I + γW) = 1 − γ·(1 − λ_min(W)) > −1/3, i.e. γ < (4/3) / (1 − λ_min(W)).
+        1 where W allows it (λ_min(W) > −1/3: complete graph, torus with self-weights); 0.99
+        on an 8-node ring with 1/3 weights (λ_min = −1/3 exactly). A W that D² cannot use (not
+        symmetric, time-varying) gets 1 and the constructor's one-line error."""
+        if topology.period != 1:
+            return 1.0
+        w = np.asarray(topology.weights_np(0), dtype=np.float64)
+        if not np.allclose(w, w.T, atol=1e-9):
+            return 1.0
+        lam = float(np.linalg.eigvalsh(w).min())
+        bound = (4.0 / 3.0 - 1e-6) / (1.0 - lam) if lam < 1.0 else math.inf  # the check keeps a 1e-9 margin
+        return min(1.0, (math.ceil(100.0 * bound) - 1) / 100.0)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -14,6 +14,10 @@ from .base import GossipAlgorithm
 
 class DeepSqueeze(GossipAlgorithm):
     name = "deepsqueeze"
+    display_name = "DS"
+    state_buffers = 1   # error e
+    # it gossips compressed *weights*: γ = 1 − ratio with top-k (0.01, the reference code's; 0.05 diverges on digits)
+    topk_gamma_scale = 1.0
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)
@@ -29,3 +33,11 @@ class DeepSqueeze(GossipAlgorithm):
         torch.sub(v, c, out=self.error)
         mixed = self.comm.exchange(payload, self.compressor, step, decoded=c)  # Σ_j W_ij c_j
         z.add_(mixed - c, alpha=self.gamma)
+
+
+class SparsePush(DeepSqueeze):
+    """Sparse-Push: Deep-Squeeze under push-sum (the paper's directed-graph variant)."""
+
+    name = "sparse_push"
+    display_name = "Sparse-Push"
+    forced_push_sum = True

@@ -11,7 +11,14 @@ from .base import GossipAlgorithm
 
 class DPSGD(GossipAlgorithm):
     name = "dpsgd"
+    display_name = "D-PSGD"
     supports_compression = False
+
+    @classmethod
+    def int8_wire(cls, compression: str) -> bool:
+        """At precision=int8 the models it mixes travel as 8-bit values: Σ_j W_ij Q(x½_j), Q the
+        per-tensor 8-bit quantizer (SPEC §4: "we send 8-bit")."""
+        return str(compression).strip().lower() in ("identity", "none")
 
     def _gossip(self, z: torch.Tensor, step: int) -> None:
         mixed = self.comm.exchange(self._encode(z), self.compressor, step)
@@ -19,3 +26,11 @@ class DPSGD(GossipAlgorithm):
             z.copy_(mixed)
         else:
             z.add_(mixed - z, alpha=self.gamma)
+
+
+class SGP(DPSGD):
+    """Stochastic Gradient Push (Assran et al. 2019): D-PSGD under push-sum."""
+
+    name = "sgp"
+    display_name = "SGP"
+    forced_push_sum = True

@@ -56,6 +56,7 @@ class ScaledSignCodec:
 class EFSignSGD(AllReduceAlgorithm):
     name = "ef_signsgd"
     wire_format = "scaled-sign"
+    state_buffers = 1   # error e
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)
@@ -79,5 +80,5 @@ class EFSignSGD(AllReduceAlgorithm):
         total = self.codec.decode(bits, scales).reshape(k, L)[:, :d]
         return total.div_(self.allreduce.size)
 
-    def message_bytes(self) -> float:
+    def message_bytes(self, compressor=None) -> float:
         return self.allreduce.bytes_per_worker(self.allreduce.padded(self.dim, bits=True), 1.0 / 8, 4)

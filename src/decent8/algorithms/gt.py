@@ -63,6 +63,7 @@ from .base import GossipAlgorithm
 
 class GradientTracking(GossipAlgorithm):
     name = "gt"
+    state_buffers = 2   # tracker + last direction (BEER: +4 public copies)
     messages_per_step = 2
     allows_qgm = False
 

@@ -45,6 +45,8 @@ from .base import GossipAlgorithm
 
 class GUT(GossipAlgorithm):
     name = "gut"
+    state_buffers = 2   # s_prev, D_prev
+    options = {"mu": "algorithm.mu"}
     supports_compression = False
     #: default tracking scale μ (the authors' code's default "scaling"; μ = 1 stops consensus, see above)
     default_mu = 0.1

@@ -114,6 +114,11 @@ def sign_allreduce(allreduce: RingAllReduce, positive: torch.Tensor, codec: BitV
 class Marsit(AllReduceAlgorithm):
     name = "marsit"
     wire_format = "sign-bits"
+    sign_step_size = True
+    state_buffers = 1   # compensation c
+    # the paper's plain-SGD update η_l·∇f: with local Nesterov momentum the reconstructed
+    # Marsit reaches 84 % vs PSGD's 98.6 % on digits (docs/results/marsit.md)
+    defaults = {"optimizer.momentum": 0.0}
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)
@@ -133,5 +138,5 @@ class Marsit(AllReduceAlgorithm):
         torch.sub(u, applied, out=self.c)
         return applied
 
-    def message_bytes(self) -> float:
+    def message_bytes(self, compressor=None) -> float:
         return self.allreduce.bytes_per_worker(self.allreduce.padded(self.dim, bits=True) // 8, 1.0)

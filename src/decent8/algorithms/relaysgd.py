@@ -38,6 +38,7 @@ from .base import GossipAlgorithm
 
 class RelaySGD(GossipAlgorithm):
     name = "relaysgd"
+    state_buffers = 2   # relay buffers
     supports_compression = False
     allows_qgm = False
     messages_per_step = 2

@@ -24,6 +24,7 @@ from .marsit import BitVoteCodec, sign_allreduce
 class SignSGD(AllReduceAlgorithm):
     name = "signsgd"
     wire_format = "sign-bits"
+    sign_step_size = True
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)
@@ -34,5 +35,5 @@ class SignSGD(AllReduceAlgorithm):
         eta = self.sign_step(lr)
         return bits.to(update.dtype).mul_(2.0 * eta).sub_(eta)
 
-    def message_bytes(self) -> float:
+    def message_bytes(self, compressor=None) -> float:
         return self.allreduce.bytes_per_worker(self.allreduce.padded(self.dim, bits=True) // 8, 1.0)

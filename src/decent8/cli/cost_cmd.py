@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..algorithms.registry import DEFAULT_ALGORITHM
 from ..config import TrainConfig, load_config
 from ..cost.communication import TRAIN_SIZES
 from ..cost.energy import FP32_ADD_PJ, FP32_MULT_PJ, INT8_ADD_PJ, INT8_MULT_PJ, OpEnergy
@@ -25,7 +26,7 @@ from ..errors import ConfigError
 from .common import format_table
 
 FORMATS = ("table", "json", "csv", "markdown")
-DEFAULTS = {"model": "resnet20", "batch": 32, "algorithm": "choco", "optimizer": "local", "topology": "directed_ring",
+DEFAULTS = {"model": "resnet20", "batch": 32, "algorithm": DEFAULT_ALGORITHM, "optimizer": "local", "topology": "directed_ring",
             "epochs": 200, "compression": "identity", "ratio": 0.99}
 
 
@@ -44,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--dataset", help="input shape of: cifar10 (default for the CIFAR models), imagenette, mnist, "
                                      "digits")
     g.add_argument("--width", type=int, help="model width (default: the model's)")
-    g.add_argument("--algorithm", help="algorithm whose buffers count in training memory (default choco)")
+    g.add_argument("--algorithm", help=f"algorithm whose buffers count in training memory (default {DEFAULT_ALGORITHM})")
     g.add_argument("--optimizer", help="optimizer kind: local (momentum, default), qgm")
     c = p.add_argument_group("communication (with --nodes, or from RUN)")
     c.add_argument("--nodes", type=int, help="nodes n (turns the communication volume on)")

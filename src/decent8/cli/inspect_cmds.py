@@ -29,7 +29,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def catalogue() -> dict[str, list[str]]:
     """Option -> the names it accepts (what `decent8 list` prints)."""
-    from ..algorithms import ALLREDUCE_ALGORITHMS, GOSSIP_ALGORITHMS
+    from ..algorithms import names_of
     from ..compression import COMPRESSORS
     from ..data.partition import PARTITIONS
     from ..data.registry import DATASETS
@@ -38,8 +38,8 @@ def catalogue() -> dict[str, list[str]]:
     from ..topology import TOPOLOGIES
 
     return {
-        "algorithm (gossip)": list(GOSSIP_ALGORITHMS),
-        "algorithm (ring all-reduce)": list(ALLREDUCE_ALGORITHMS),
+        "algorithm (gossip)": list(names_of("gossip")),
+        "algorithm (ring all-reduce)": list(names_of("ring all-reduce")),
         "compression": list(COMPRESSORS),
         "topology": list(TOPOLOGIES),
         "partition": list(PARTITIONS),

@@ -380,7 +380,7 @@ def run(ns: argparse.Namespace) -> int:
     for cell in plan.cells:                 # validate every cell before anything runs
         cfg = cell_config(plan, cell)
         cfg.out_dir, cfg.name = str(sweep_dir), cell.name
-        build(cfg)
+        cfg = build(cfg).cfg                # the resolved config (defaults filled): what config.yaml holds
         check_existing(sweep_dir / cell.name, cfg)
         check_clearable(sweep_dir / cell.name)
         read_summary(sweep_dir / cell.name)

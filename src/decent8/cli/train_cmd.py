@@ -117,7 +117,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.args and not ns.resume and not ns.print_config:  # the plain options first, before torch is imported
         check_plain(load_config(*split_args(ns.args)))
     trust = resume_arguments(ns)
-    from ..algorithms import ALLREDUCE_ALGORITHMS
+    from ..algorithms import algorithm_class
     from ..train.loop import check, train
     if getattr(ns, "check", False):
         if ns.resume:
@@ -143,19 +143,16 @@ def run(ns: argparse.Namespace) -> int:
         if ns.print_config:
             print(to_yaml(cfg), end="")
             return 0
+        started: dict = {}
         try:
-            summary, path = train(cfg, quiet=ns.quiet)
-        except KeyboardInterrupt as e:   # train() fills in cfg.name once the folder exists
-            raise _interrupted(e, Path(cfg.out_dir) / cfg.name if cfg.name else None, cfg.checkpoint) from None
+            summary, path = train(cfg, quiet=ns.quiet, started=started)
+        except KeyboardInterrupt as e:   # train() fills in the run folder once it exists
+            raise _interrupted(e, started.get("run_dir"), cfg.checkpoint) from None
     one_of_many = summary.get("backend") == "distributed" and os.environ.get("RANK", "0") != "0"
     if ns.quiet and not one_of_many:      # scripts still need the path
         print(path, flush=True)
     if not ns.quiet and not one_of_many:  # with one process per node, rank 0 reports
-        if summary["algorithm"] in ALLREDUCE_ALGORITHMS:      # ring all-reduce: no γ, its own wire format
-            head = f"{summary['algorithm']} (ring all-reduce) · {summary['compression']}"
-        else:
-            head = (f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
-                    f"{summary['compression']}")
+        head = algorithm_class(summary["algorithm"]).headline(summary)   # ring all-reduce: no γ, its own wire format
         print(f"{head} · {summary['topology']} · {summary['nodes']} nodes · {summary.get('partition') or 'skew %g' % summary['skew']} · "
               f"{summary['model']} ({summary.get('precision', 'fp32')}) on {summary['dataset']} · {summary['epochs']} epochs")
         print(summary_table(summary))

@@ -37,6 +37,30 @@ COMPRESSORS: tuple[str, ...] = ("identity", "topk", "topk_int8", "randomk", "qua
 ALIASES: dict[str, str] = {"none": "identity", "int8": "quantize"}
 
 
+def user_compressor(path: str, layout: ParamLayout, **options) -> Compressor:
+    """``compression=pkg.module:Class`` (docs/extending.md): a :class:`Compressor` subclass,
+    built as ``Class(layout, **the compression options its constructor names)`` (ratio,
+    value_bits, bits, index_dtype, stochastic)."""
+    import inspect
+
+    from ..plugins import load_factory
+
+    cls = load_factory(path, option="compression")
+    if not (isinstance(cls, type) and issubclass(cls, Compressor)):
+        raise ConfigError("compression", f"{path} is not a subclass of decent8.compression.Compressor")
+    try:
+        takes = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        takes = {}
+    kwargs = {k: v for k, v in options.items() if k in takes}
+    try:
+        return cls(layout, **kwargs)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError("compression", f"{path} failed: {type(e).__name__}: {e}") from None
+
+
 def make_compressor(
     name: str,
     layout: ParamLayout,
@@ -53,6 +77,11 @@ def make_compressor(
     ``value_bits=8``); ``bits`` and ``stochastic`` (stochastic rounding) for
     ``quantize``. Bad values raise :class:`~decent8.errors.ConfigError`.
     """
+    from ..plugins import is_import_path
+
+    if is_import_path(name):
+        return user_compressor(name, layout, ratio=ratio, value_bits=value_bits, bits=bits,
+                               index_dtype=index_dtype, stochastic=stochastic)
     key = name.strip().lower() if isinstance(name, str) else name
     key = ALIASES.get(key, key)
     if key not in COMPRESSORS:
@@ -77,7 +106,7 @@ def make_compressor(
 
 
 __all__ = [
-    "ALIASES",
+    "ALIASES", "user_compressor",
     "COMPRESSORS",
     "Compressor",
     "IdentityCompressor",

@@ -11,7 +11,7 @@ Training, one node, one iteration at batch b::
   momentum two (m̂ and the model before the step).
 * Algorithm buffers (model-sized, FP32): Choco-SGD keeps its public copy x̂ and the
   neighbour sum s (2), Deep-Squeeze / Sparse-Push the error e (1), D-PSGD / SGP none;
-  see :data:`ALGORITHM_BUFFERS`.
+  each algorithm's :attr:`~decent8.algorithms.base.Algorithm.state_buffers`.
 * Activations: for every traced layer, :data:`ACTIVATION_TENSORS` tensors of the size of
   its output — the paper's accounting, worked out from Table 10 (docs/cost_model.md):
   a conv / linear layer keeps 1, a norm layer 3, Range BN / BN / GN + ReLU 2 more for
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..algorithms.registry import DEFAULT_ALGORITHM
 from ..errors import ConfigError, choice_error
 from .counts import RELU_NORMS, Layer, ModelCounts
 
@@ -50,14 +51,6 @@ ACTIVATION_TENSORS: dict[str, int] = {
 #: Extra tensors of the ReLU in a "norm + ReLU" layer (Range BN, BN, GN), main path only.
 RELU_TENSORS = 2
 
-#: Model-sized buffers each algorithm keeps beyond weights, gradients and optimizer state.
-ALGORITHM_BUFFERS: dict[str, int] = {
-    "choco": 2, "choco_push": 2,          # x̂ and s = Σ_j W_ij x̂_j (the paper's accounting; decent8 keeps u = s − x̂ in float64: 3)
-    "deepsqueeze": 1, "sparse_push": 1,   # error e
-    "dpsgd": 0, "sgp": 0,
-    "psgd": 0, "signsgd": 0, "marsit": 1, "ef_signsgd": 1,  # all-reduce: compensation / error buffer
-    "gt": 2, "d2": 1, "gut": 2, "qg_gutm": 2, "relaysgd": 2,  # tracker + last direction (BEER: +4 public copies);
-}                                                               # D² correction; GUT s_prev, D_prev; relay buffers
 #: Model-sized optimizer buffers.
 OPTIMIZER_BUFFERS: dict[str, int] = {"local": 1, "qgm": 2, "adam": 2, "adamw": 2, "none": 0}
 
@@ -110,15 +103,17 @@ class MemoryBreakdown:
 
 
 def buffers_for(algorithm: str, optimizer: str = "local") -> tuple[int, int]:
-    """``(optimizer buffers, algorithm buffers)`` for the named optimizer kind and algorithm."""
-    if algorithm not in ALGORITHM_BUFFERS:
-        raise choice_error("algorithm", algorithm, tuple(ALGORITHM_BUFFERS))
+    """``(optimizer buffers, algorithm buffers)`` for the named optimizer kind and algorithm
+    (a registered name or ``pkg.module:Class``: its ``state_buffers``)."""
+    from ..algorithms import algorithm_class
+
+    buffers = algorithm_class(algorithm).state_buffers
     if optimizer not in OPTIMIZER_BUFFERS:
         raise choice_error("optimizer.kind", optimizer, tuple(OPTIMIZER_BUFFERS))
-    return OPTIMIZER_BUFFERS[optimizer], ALGORITHM_BUFFERS[algorithm]
+    return OPTIMIZER_BUFFERS[optimizer], buffers
 
 
-def training_memory(counts: ModelCounts, algorithm: str = "choco", optimizer: str = "local",
+def training_memory(counts: ModelCounts, algorithm: str = DEFAULT_ALGORITHM, optimizer: str = "local",
                     precision: str | None = None) -> MemoryBreakdown:
     """Memory of one node during a training iteration (the paper's Table 10 "Training" rows use Choco-SGD)."""
     prec = check_precision(precision or counts.precision)
@@ -146,6 +141,6 @@ def activation_by_kind_mb(counts: ModelCounts, precision: str | None = None) -> 
     return out
 
 
-__all__ = ["MB", "BYTES", "STATE_BYTES", "ACTIVATION_TENSORS", "RELU_TENSORS", "ALGORITHM_BUFFERS",
+__all__ = ["MB", "BYTES", "STATE_BYTES", "ACTIVATION_TENSORS", "RELU_TENSORS",
            "OPTIMIZER_BUFFERS", "COMPONENTS", "MemoryBreakdown", "activation_tensors", "activation_elements",
            "activation_bytes", "buffers_for", "training_memory", "inference_memory", "activation_by_kind_mb"]

@@ -53,13 +53,13 @@ def _reference_layout(model: str, precision: str):
 
 def check_faults(cfg, external_comm: bool) -> FaultModel:
     """The fault model of a run; faults only in the simulator, for gossip algorithms."""
-    from ..algorithms import ALLREDUCE_ALGORITHMS
+    from ..algorithms import algorithm_class
     f = FaultModel(cfg.nodes, cfg.faults.node_drop, cfg.faults.link_drop, derive_seed(cfg.seed, "faults"))
     if f.active:
         opt = "faults.node_drop" if cfg.faults.node_drop else "faults.link_drop"
         if cfg.backend != "simulator" or external_comm:
             raise ConfigError(opt, "faults are simulated: only with backend=simulator")
-        if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
+        if not algorithm_class(cfg.algorithm.name).tolerates_faults:
             raise ConfigError(opt, f"a ring all-reduce ({cfg.algorithm.name}) cannot lose messages; "
                                    f"faults need a gossip algorithm")
     return f

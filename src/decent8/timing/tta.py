@@ -54,10 +54,12 @@ def step_log(cfg):
 
 
 def label_of(summary: dict) -> str:
-    from ..algorithms import ALLREDUCE_ALGORITHMS
+    from ..algorithms.registry import registered_class
     alg, comp = summary["algorithm"], summary["compression"]
     prec = "" if summary.get("precision", "fp32") == "fp32" else f" {summary['precision']}"
-    return (alg if alg in ALLREDUCE_ALGORITHMS or comp in ("identity", "none") else f"{alg}/{comp}") + prec
+    cls = registered_class(alg)   # a stored summary's import path is not imported
+    own_wire = cls is not None and cls.own_wire_format
+    return (alg if own_wire or comp in ("identity", "none") else f"{alg}/{comp}") + prec
 
 
 def analyse(run: Path, bandwidths: list[float], latency: float) -> dict:

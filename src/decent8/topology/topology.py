@@ -432,12 +432,45 @@ class RandomTopology(Topology):
 
 
 def topology_from_config(t, nodes: int, seed: int = 0) -> Topology:
-    """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed)."""
+    """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed);
+    ``topology=pkg.module:function`` is a user's graph (:func:`user_topology`)."""
+    from decent8.plugins import is_import_path
     from decent8.seeding import derive_seed
 
+    if is_import_path(t.name):
+        return user_topology(t.name, nodes, t.weights, derive_seed(seed, "topology"))
     return make_topology(t.name, nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
                          undirected=t.undirected, time_varying=t.time_varying,
                          degree=getattr(t, "degree", None), seed=derive_seed(seed, "topology"))
+
+
+def user_topology(path: str, nodes: int, weights: str = "uniform", seed: int = 0) -> Topology:
+    """``topology=pkg.module:function`` (docs/extending.md): ``function(n)`` (also given
+    ``seed`` if it takes it) returns a :class:`Topology`, or a boolean adjacency ``[n, n]``
+    (A[i, j]: j receives from i; self-loops implied) or a list of them (one per round),
+    whose W comes from ``topology.weights``. Checked like the built-in graphs (strongly
+    connected, W column-stochastic)."""
+    import inspect
+
+    from decent8.plugins import load_factory
+
+    fn = load_factory(path, option="topology")
+    try:
+        takes = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes = {}
+    n = graphs.check_nodes(nodes)
+    try:
+        out = fn(n, **({"seed": seed} if "seed" in takes else {}))
+    except Exception as e:
+        raise ConfigError("topology", f"{path} failed: {type(e).__name__}: {e}") from None
+    if weights not in WEIGHTS:
+        raise choice_error("topology.weights", weights, WEIGHTS)
+    topo = out if isinstance(out, Topology) else Topology(path, out, weights, description=path)
+    if topo.n != n:
+        raise ConfigError("topology", f"{path} returned a graph of {topo.n} nodes for nodes={n}")
+    topo.validate()
+    return topo
 
 
 def make_topology(

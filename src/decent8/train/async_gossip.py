@@ -58,7 +58,7 @@ class AsyncGossipRunner:
     def __init__(self, c, engine, x_train: Any, y_train: torch.Tensor,
                  make_augment: Callable[[list[int]], Callable]) -> None:
         if not isinstance(c.algorithm, ADPSGD):
-            raise TypeError("AsyncGossipRunner needs the adpsgd algorithm")
+            raise TypeError("AsyncGossipRunner needs the ADPSGD algorithm")
         if not isinstance(c.optimizer, LocalMomentum):
             raise ConfigError("optimizer.kind", "adpsgd runs with optimizer.kind=local (local momentum SGD)")
         if c.model.buffers is not None:
@@ -114,7 +114,7 @@ class AsyncGossipRunner:
     def _exchange_s(self, i: int, j: int, m: int) -> float:
         """A_ij: one model each way between i and j, the slower direction."""
         net = self.network
-        eps = (np.random.default_rng(derive_seed(net.seed, "adpsgd", i, m)).exponential(net.jitter_s, 2)
+        eps = (np.random.default_rng(derive_seed(net.seed, "async-exchange", i, m)).exponential(net.jitter_s, 2)
                if net.jitter_s > 0 else np.zeros(2))
         there = net.alpha[j, i] + eps[0] + self.wire_bytes / net.beta[j, i]
         back = net.alpha[i, j] + eps[1] + self.wire_bytes / net.beta[i, j]

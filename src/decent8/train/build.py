@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..algorithms import (ALGORITHMS, ALLREDUCE_ALGORITHMS, AllReduceAlgorithm, GossipAlgorithm, algorithm_class,
-                          make_algorithm, make_allreduce_algorithm, optimizer_kind_for, resolve_push_sum)
-from ..algorithms.allreduce import check_allreduce_options
-from ..collectives.ring import check_allreduce_topology
+from ..algorithms import algorithm_class
+from ..algorithms.allreduce import RESETS
+from ..algorithms.base import Algorithm, AlgorithmContext
 from ..comm.base import Communicator
 from ..comm.simulator import SimulatorCommunicator
 from ..compression import make_compressor
@@ -59,7 +58,7 @@ class Components:
     model: StackedModel
     x0: torch.Tensor
     compressor: Compressor
-    algorithm: GossipAlgorithm | AllReduceAlgorithm
+    algorithm: Algorithm
     optimizer: object
     schedule: LRSchedule
     sampler: NodeSampler
@@ -85,23 +84,13 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
-#: Per-algorithm defaults of options the config leaves null (issue 12): an algorithm's
-#: documented good settings are what a plain ``decent8 train algorithm=NAME`` uses; a
-#: value the user sets always wins. Keys are dotted option names; ``"*"`` applies to
-#: every algorithm without its own entry.
-ALGORITHM_DEFAULTS: dict[str, dict[str, object]] = {
-    "*": {"optimizer.momentum": 0.9},
-    # the paper's plain-SGD update η_l·∇f: with local Nesterov momentum the reconstructed
-    # Marsit reaches 84 % vs PSGD's 98.6 % on digits (docs/results/marsit.md)
-    "marsit": {"optimizer.momentum": 0.0},
-}
-
-
 def resolve_algorithm_defaults(cfg: TrainConfig) -> dict[str, object]:
-    """Fill the options ``cfg`` leaves null from :data:`ALGORITHM_DEFAULTS` (in place, so
-    the run's config.yaml records the values used); returns ``{option: value}`` of those
-    filled. Unknown algorithms are reported by :func:`check_scalars`."""
-    table = {**ALGORITHM_DEFAULTS["*"], **ALGORITHM_DEFAULTS.get(cfg.algorithm.name, {})}
+    """Fill the options ``cfg`` leaves null from the algorithm's
+    :attr:`~decent8.algorithms.base.Algorithm.defaults` (issue 12: an algorithm's documented
+    good settings are what a plain ``decent8 train algorithm=NAME`` uses; a value the user
+    sets always wins), in ``cfg`` — the resolved copy whose config.yaml records the values
+    used; returns ``{option: value}`` of those filled."""
+    table = dict(algorithm_class(cfg.algorithm.name).defaults)
     filled: dict[str, object] = {}
     for option, value in table.items():
         group, name = option.split(".")
@@ -140,34 +129,16 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
     and γ 0.02 fell to 56 % at one chunk size; at lr 0.05, γ 0.02 trains to ≥ 95 % on two
     irregular digraphs for every seed and chunk size tried (docs/results/defaults.md).
     """
-    if compression in ("identity", "none", "quantize", "int8"):
-        return 1.0
-    if compression in ("topk", "topk_int8"):
-        scale = 1.0 if algorithm in ("deepsqueeze", "sparse_push") else 2.0 if push_sum else 5.0
-        gamma = min(1.0, max(scale * (1.0 - ratio), 1e-3))
-    elif compression == "randomk":
-        gamma = max(1.0 - ratio, 1e-3)
-    else:
-        gamma = 0.1
+    gamma = algorithm_class(algorithm).default_gamma(compression, ratio, push_sum)
     if optimizer == "qgm" and gamma < 1.0:
         gamma *= 1.0 - float(momentum)
     return round(gamma, 10)
 
 
 def d2_default_gamma(topology: Topology) -> float:
-    """D²'s γ when ``algorithm.gamma`` is null: the largest multiple of 0.01, at most 1, with
-    λ_min((1 − γ)I + γW) = 1 − γ·(1 − λ_min(W)) > −1/3, i.e. γ < (4/3) / (1 − λ_min(W))
-    (algorithms/d2.py). 1 where W allows it (λ_min(W) > −1/3: complete graph, torus with
-    self-weights); 0.99 on an 8-node ring with 1/3 weights (λ_min = −1/3 exactly). A W that
-    D² cannot use (not symmetric, time-varying) gets 1 and D2's own one-line error."""
-    if topology.period != 1:
-        return 1.0
-    w = np.asarray(topology.weights_np(0), dtype=np.float64)
-    if not np.allclose(w, w.T, atol=1e-9):
-        return 1.0
-    lam = float(np.linalg.eigvalsh(w).min())
-    bound = (4.0 / 3.0 - 1e-6) / (1.0 - lam) if lam < 1.0 else math.inf  # the check keeps a 1e-9 margin
-    return min(1.0, (math.ceil(100.0 * bound) - 1) / 100.0)
+    """D²'s γ when ``algorithm.gamma`` is null (:meth:`decent8.algorithms.d2.D2.topology_gamma`)."""
+    from ..algorithms.d2 import D2
+    return D2.topology_gamma(topology)
 
 
 def default_lr(push_sum: bool, gamma: float) -> float:
@@ -179,26 +150,11 @@ def default_lr(push_sum: bool, gamma: float) -> float:
     return 0.05 if push_sum and gamma < 1.0 else 0.1
 
 
-#: algorithms without compression that run at precision=int8 with 8-bit models on the wire
-#: (D-PSGD / SGP mix Σ_j W_ij Q(x½_j), Q the per-tensor 8-bit quantizer; SPEC §4: "we send 8-bit")
-INT8_EXACT = ("dpsgd", "sgp")
-
-
 def int8_exact_models(algorithm: str, compression: str, wire: str) -> bool:
     """True when ``precision=int8`` turned the dense wire of an algorithm that never
-    compresses into 8-bit models (D-PSGD, SGP). Other such algorithms (D², GUT, RelaySGD)
-    are refused with one line saying what to set: their exact recursions have no 8-bit
-    wire format here."""
-    cls = algorithm_class(algorithm)
-    if cls is None or cls.supports_compression or wire == compression:
-        return False
-    if str(compression).strip().lower() not in ("identity", "none"):  # topk with D-PSGD: make_algorithm's message
-        return False
-    if algorithm in INT8_EXACT:
-        return True
-    raise ConfigError("precision", f"algorithm '{algorithm}' exchanges exact fp32 models and has no 8-bit wire "
-                                   f"format; use precision=fp32, or at precision=int8 algorithm=dpsgd (8-bit models "
-                                   f"on the wire) or a compressed algorithm (choco, deepsqueeze)")
+    compresses into 8-bit models (D-PSGD, SGP); such algorithms without an 8-bit wire format
+    are refused in one line (:meth:`~decent8.algorithms.base.Algorithm.int8_wire`)."""
+    return wire != compression and algorithm_class(algorithm).int8_wire(compression)
 
 
 def quant_spec(cfg: TrainConfig) -> QuantSpec | None:
@@ -221,16 +177,25 @@ def check_scalars(cfg: TrainConfig) -> None:
     from ..topology.graphs import MAX_NODES
     if cfg.nodes > MAX_NODES:
         raise ConfigError("nodes", f"at most {MAX_NODES} nodes, got {cfg.nodes}")
-    if cfg.algorithm.name not in ALGORITHMS:
-        raise choice_error("algorithm", cfg.algorithm.name, ALGORITHMS)
-    if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
-        check_allreduce_topology(cfg.algorithm.name, cfg.topology.name)
-    if cfg.algorithm.name == "adpsgd" and cfg.backend != "simulator":  # before any rendezvous
-        raise ConfigError("backend", "adpsgd runs in the simulator only (backend=simulator): its atomic pairwise "
-                                     "averages need one-sided communication (docs/algorithms.md §13)")
-    _number("marsit.eta_s", cfg.marsit.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
-    _number("marsit.K", cfg.marsit.K, lo=0, integer=True)
-    check_allreduce_options(cfg.marsit.K, cfg.marsit.eta_s, cfg.marsit.reset)
+    algorithm_type = algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass
+    if getattr(algorithm_type, "event_driven", False) and cfg.backend != "simulator":  # before any rendezvous
+        raise ConfigError("backend", f"{cfg.algorithm.name} runs in the simulator only (backend=simulator): its "
+                                     f"atomic pairwise averages need one-sided communication (docs/algorithms.md §13)")
+    _number("allreduce.eta_s", cfg.allreduce.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
+    _number("allreduce.K", cfg.allreduce.K, lo=0, integer=True)
+    if cfg.allreduce.reset not in RESETS:
+        raise choice_error("allreduce.reset", cfg.allreduce.reset, RESETS)
+
+
+def option_value(cfg: TrainConfig, option: str) -> object:
+    """The value of a dotted option (``allreduce.eta_s``) in ``cfg``."""
+    value: object = cfg
+    for part in option.split("."):
+        if not hasattr(value, part):
+            raise ConfigError("algorithm", f"{cfg.algorithm.name} declares option {option!r}, which the config "
+                                           f"does not have")
+        value = getattr(value, part)
+    return value
 
 
 def _memory_bytes(device: torch.device) -> int | None:
@@ -306,8 +271,12 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     The Python API (:mod:`decent8.api`) may hand over the model (an initialised
     ``nn.Module``), the data set, the loss and the per-node index lists instead of
     their config options. Options left null take the algorithm's defaults
-    (:func:`resolve_algorithm_defaults`)."""
+    (:func:`resolve_algorithm_defaults`). ``cfg`` is not changed: the components hold the
+    resolved copy (``Components.cfg``: defaults filled, what config.yaml records)."""
+    import copy
+
     check_scalars(cfg)
+    cfg = copy.deepcopy(cfg)
     defaults = resolve_algorithm_defaults(cfg)
     qspec = quant_spec(cfg)
     device = resolve_device(cfg.device)
@@ -338,7 +307,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                    f"use fewer nodes")
     t = cfg.topology
     topology = topology_from_config(t, cfg.nodes, cfg.seed)
-    push_sum = resolve_push_sum(cfg.algorithm.name, cfg.algorithm.push_sum, topology.is_doubly_stochastic)
+    algorithm_type = algorithm_class(cfg.algorithm.name)
+    push_sum = algorithm_type.resolve_push_sum(cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     topology.validate_for(push_sum)
 
     faults = check_faults(cfg, external_comm=comm is not None)
@@ -362,7 +332,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
 
     task = make_task(cfg.loss if loss is None else loss, cfg.task,
                      integer_targets=not dataset.is_regression)
-    parse_chunk(cfg.sim.chunk)
+    parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     parse_compile(cfg.sim.compile)
     if module is None:
         model_name = cfg.model.name
@@ -386,27 +356,21 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     gamma = cfg.algorithm.gamma if cfg.algorithm.gamma is not None else default_gamma(cfg.algorithm.name, wire, c.ratio,
                                                                                        cfg.optimizer.kind, cfg.optimizer.momentum,
                                                                                        push_sum)
-    if cfg.algorithm.gamma is None and cfg.algorithm.name == "d2":  # recorded: config.yaml reruns it
-        gamma = cfg.algorithm.gamma = defaults["algorithm.gamma"] = d2_default_gamma(topology)
+    if cfg.algorithm.gamma is None and algorithm_type.topology_gamma(topology) is not None:  # recorded: config.yaml reruns it
+        gamma = cfg.algorithm.gamma = defaults["algorithm.gamma"] = algorithm_type.topology_gamma(topology)
     if cfg.optimizer.lr is None:  # recorded like the algorithm's defaults (config.yaml, summary.json)
         cfg.optimizer.lr = defaults["optimizer.lr"] = default_lr(push_sum, gamma)
     generators = node_generators(cfg.seed, "compress", comm.local_nodes)
-    if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:  # aggregates updates; the compression group is not used
-        algorithm = make_allreduce_algorithm(cfg.algorithm.name, comm, t.name, t.rows, t.cols, generators,
-                                             base_lr=cfg.optimizer.lr, eta_s=cfg.marsit.eta_s, K=cfg.marsit.K,
-                                             reset=cfg.marsit.reset)
-    else:
-        options = {"mu": cfg.algorithm.mu} if cfg.algorithm.name in ("gut", "qg_gutm") else {}
-        if cfg.algorithm.name == "adpsgd":  # its neighbour draws are keyed by the run seed
-            options["seed"] = cfg.seed
-        eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
-        algorithm = make_algorithm(cfg.algorithm.name, comm, make_compressor("identity", model.layout) if
-                                   eight_bit_models else compressor, gamma, push_sum, generators, **options)
-        if eight_bit_models:  # D-PSGD at precision=int8: the models it mixes travel as 8-bit values
-            algorithm.compressor = compressor
+    eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
+    options = {key: option_value(cfg, option) for key, option in algorithm_type.options.items()}
+    algorithm = algorithm_type.create(AlgorithmContext(
+        comm, make_compressor("identity", model.layout) if eight_bit_models else compressor, gamma, push_sum,
+        generators, t.name, t.rows, t.cols, options))
+    if eight_bit_models:  # D-PSGD at precision=int8: the models it mixes travel as 8-bit values
+        algorithm.compressor = compressor
 
     o = cfg.optimizer
-    optimizer = make_optimizer(optimizer_kind_for(cfg.algorithm.name, o.kind), o.momentum, o.nesterov, o.weight_decay,
+    optimizer = make_optimizer(algorithm_type.optimizer_for(o.kind), o.momentum, o.nesterov, o.weight_decay,
                                betas=o.betas, eps=o.eps)
     schedule = LRSchedule(lr=o.lr, warmup_epochs=o.warmup_epochs, warmup_lr=o.warmup_lr, kind=o.schedule,
                           milestones=list(o.milestones), decay=o.decay, every=o.decay_every,

@@ -3,11 +3,11 @@
     x = de-biased z                       (z / ω under push-sum, else z)
     g = ∇F_i(x_i; ξ_i)                    (all k nodes, StackedModel: chunks of vmap or a loop)
     d ← algorithm.local_direction(d, x)   (identity, or a tracker: gradient tracking, GUT)
-    z ← z − lr · d(g, x)                  (local Nesterov or quasi-global momentum)
-    z ← gossip(z)                          (the algorithm: compress, exchange, mix)
+    d = d(g, x)                            (local Nesterov or quasi-global momentum)
+    algorithm.update(z, d, x, lr, t)       (gossip: z ← gossip(z − lr·local_direction(d));
+                                            all-reduce: z ← z − aggregate(lr·d), the applied update)
 
-An all-reduce algorithm (``algorithm.aggregates_updates``: Marsit, PSGD, …) takes the
-local update instead: z ← z − algorithm.aggregate(lr · d, t, lr), the applied update.
+The engine only calls the :class:`~decent8.algorithms.base.Algorithm` interface.
 
 The same engine runs in the simulator (k = n) and on a distributed rank (k = 1).
 """
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import torch
 
-from ..algorithms.base import GossipAlgorithm
+from ..algorithms.base import Algorithm
 from ..comm.base import Communicator
 from ..models.stacked import StackedModel, take
 
 
 class Engine:
-    def __init__(self, model: StackedModel, algorithm: GossipAlgorithm, optimizer, comm: Communicator, x0: torch.Tensor) -> None:
+    def __init__(self, model: StackedModel, algorithm: Algorithm, optimizer, comm: Communicator, x0: torch.Tensor) -> None:
         self.model = model
         self.algorithm = algorithm
         self.optimizer = optimizer
@@ -45,12 +45,7 @@ class Engine:
         direction = self.optimizer.direction(grad, x)
         tracks = self.optimizer.tracks_gossip
         x_before = (x.clone() if x is self.z else x) if tracks else None
-        if self.algorithm.aggregates_updates:
-            self.z.sub_(self.algorithm.aggregate(direction.mul(lr), self.step_count, lr))
-        else:
-            direction = self.algorithm.local_direction(direction, x, lr, self.step_count)
-            self.z.sub_(direction, alpha=lr)
-            self.algorithm.step(self.z, self.step_count)
+        self.algorithm.update(self.z, direction, x, lr, self.step_count)
         self._mix_buffers()
         if tracks:
             self.optimizer.after_gossip(x_before, self.params(), lr)
@@ -59,8 +54,7 @@ class Engine:
 
     def consensus_round(self) -> None:
         """A gossip-only round (no gradient), as run at the end of training."""
-        # gossip algorithms may say what a round without gradient is; all-reduce ones step
-        getattr(self.algorithm, "consensus_step", self.algorithm.step)(self.z, self.step_count)
+        self.algorithm.consensus_step(self.z, self.step_count)
         self._mix_buffers()
         self.step_count += 1
 

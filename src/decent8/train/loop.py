@@ -1,9 +1,10 @@
 """The training loop: epochs, lr schedule, evaluation, checkpoints, metrics (SPEC §8).
 
-``train(cfg)`` validates and builds everything, creates the run folder, then for each
-epoch runs steps_per_epoch iterations of the engine, evaluates every ``eval_every``
-epochs (one line of metrics.jsonl), and checkpoints. After the last epoch it runs the
-gossip-only consensus rounds, evaluates once more and writes summary.json.
+``train(cfg)`` runs in named stages: build (validate everything once, then construct the
+components from a resolved copy of the config), resolve the execution, create the run
+folder (config.yaml: the resolved config), run the epochs (steps_per_epoch iterations of
+the engine, an evaluation every ``eval_every`` epochs — one line of metrics.jsonl — and a
+checkpoint), then finish: the consensus rounds, a last evaluation and summary.json.
 ``train(cfg, resume=folder)`` continues a run from its last checkpoint; with a
 deterministic config the result equals the uninterrupted run.
 """
@@ -22,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from ..version import __version__
-from ..algorithms import ALLREDUCE_ALGORITHMS
+from ..algorithms import algorithm_class
 from ..comm.base import Communicator
 from ..config import TrainConfig, flatten, from_dict, partition_label, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
@@ -37,7 +38,7 @@ from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
 from .tracking import Trackers
 from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creatable
-from ..models.execution import (ExecutionChoice, choose_chunk, parse_chunk, parse_compile, parse_execution, probe,
+from ..models.execution import (ExecutionChoice, choose_chunk, parse_compile, parse_execution, probe,
                                resolve_compile)
 from ..models.stacked import take
 
@@ -61,9 +62,7 @@ def default_run_stem(cfg: TrainConfig) -> str:
 
 def run_label(cfg: TrainConfig, sep: str = "/") -> str:
     """``algorithm/compression``, or the algorithm alone for ring all-reduce algorithms (own wire format)."""
-    if cfg.algorithm.name in ALLREDUCE_ALGORITHMS:
-        return cfg.algorithm.name
-    return f"{cfg.algorithm.name}{sep}{cfg.compression.name}"
+    return algorithm_class(cfg.algorithm.name).run_label(cfg.compression.name, sep)
 
 
 def write_partition(run: RunDir, c: Components) -> None:
@@ -192,14 +191,9 @@ def check(cfg: TrainConfig | None, resume: str | Path | None = None, named_code:
         run = RunDir.existing(resume, clean=False)
         cfg = resume_config(run, named_code, trust_config)
     assert cfg is not None
-    from .build import check_scalars
-
-    check_scalars(cfg)
     c = build(dataclasses.replace(cfg, backend="simulator"))  # no rendezvous: the simulator builds the same parts
     probe(c.model, *first_batch(c, make_batch_transform(c.dataset, cfg.data.augment, cfg.seed, c.comm.local_nodes,
                                                         c.device)))  # the model's outputs fit the loss
-    parse_chunk(cfg.sim.chunk)
-    parse_compile(cfg.sim.compile)
     if resume is not None:
         if c.comm.k == c.comm.num_nodes and cfg.backend == "simulator":
             state = run.load_checkpoint(checkpoint_name(c.comm))
@@ -267,24 +261,52 @@ def _finite(values: dict[str, Any]) -> bool:
 
 def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator | None = None,
           quiet: bool = False, outputs: dict[str, Any] | None = None, named_code: dict[str, str] | None = None,
-          trust_config: bool = False, **given: Any) -> tuple[dict[str, Any], Path]:
+          trust_config: bool = False, started: dict[str, Any] | None = None, **given: Any) -> tuple[dict[str, Any], Path]:
     """Run (or resume) one training run; returns the summary and the run folder.
+
+    Stages: :func:`~.build.build` (validate, then construct, on a resolved copy of ``cfg``:
+    the user's config is not changed), :func:`resolve_execution`, :func:`create_run` (or
+    the resumed folder), :meth:`Session.run_epochs`, :meth:`Session.finish` (consensus
+    rounds, final evaluation, summary.json).
 
     On resume, code the folder's config names (``model=pkg.module:factory``) is imported
     only if ``named_code`` names it again or ``trust_config`` (:mod:`.resume_trust`).
-
     ``given`` passes the Python API's objects to :func:`~.build.build` (``module``,
     ``dataset``, ``loss``, ``parts``); ``outputs``, if given, receives the final
-    per-node ``parameters`` ``[n, d]``, ``buffers`` and the template ``module``."""
+    per-node ``parameters`` ``[n, d]``, ``buffers`` and the template ``module``;
+    ``started``, if given, receives the ``run_dir`` as soon as it exists."""
+    run = None
     if resume is not None:
         run = RunDir.existing(resume)
         cfg = resume_config(run, named_code, trust_config)
-    owns_comm = comm is None
     c = build(cfg, comm, **given)
-    comm = c.comm
-    check_same_config(cfg, comm)
-    ds = c.dataset
-    augment = make_batch_transform(ds, cfg.data.augment, cfg.seed, comm.local_nodes, c.device)  # crop/flip/normalize
+    check_same_config(c.cfg, c.comm)
+    augment = make_batch_transform(c.dataset, c.cfg.data.augment, c.cfg.seed, c.comm.local_nodes, c.device)
+    execution = resolve_execution(c, augment)
+    if run is None:
+        run = create_run(c, execution)
+    if started is not None:
+        started["run_dir"] = run.path
+    if not quiet and resume is None:
+        warn_small_shards(c)
+    session = Session(c, run, augment, quiet, resumed=resume is not None)
+    session.run_epochs()
+    summary = session.finish(given)
+    if outputs is not None:
+        outputs["parameters"] = c.comm.gather_nodes(session.engine.params()).detach().cpu()
+        bufs = c.model.buffers
+        outputs["buffers"] = None if bufs is None else c.comm.gather_nodes(bufs).detach().cpu()
+        outputs["model"] = c.model
+    c.comm.barrier()
+    if comm is None:
+        c.comm.close()
+    return summary, run.path
+
+
+def resolve_execution(c: Components, augment) -> ExecutionChoice:
+    """How the simulator runs the nodes (``sim.chunk``, ``sim.compile``), recorded in the
+    resolved config so that config.yaml reruns the run as it ran."""
+    cfg, comm = c.cfg, c.comm
     compile_, compile_reason = resolve_compile(cfg.sim.compile, cfg.precision, cfg.epochs * c.sampler.steps_per_epoch)
     if compile_ and parse_execution(cfg.sim.chunk) is None and comm.k == comm.num_nodes:  # the simulator
         cfg.sim.chunk = "1"  # compiled: the loop (compiled vmap chunks measured slower, docs/execution.md)
@@ -292,130 +314,157 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     execution = choose_execution(c, augment)
     execution.compile, execution.compile_reason = compile_, compile_reason
     strict = parse_compile(cfg.sim.compile) == "true"  # auto falls back to eager if compiling fails
-    cfg.sim.compile = str(execution.compile).lower()  # config.yaml reruns the run as it ran
+    cfg.sim.compile = str(execution.compile).lower()
     if execution.compile:  # after the (eager) timing of sim.chunk=auto
         c.model.compile(strict=strict)
-    if resume is None:
-        failed = None
-        if comm.is_main:
-            new = None
-            try:
-                if cfg.name:
-                    new = RunDir.create(Path(cfg.out_dir) / cfg.name)
-                else:
-                    new = RunDir.create_unique(cfg.out_dir, default_run_stem(cfg))
-                    cfg.name = new.path.name
-                new.write_config(to_yaml(cfg))
-                atomic_write_text(new.file("execution.json"), json.dumps(execution_record(execution), indent=2) + "\n")
-                write_partition(new, c)
-            except (ConfigError, OSError) as e:
-                if new is not None:
-                    try:
-                        new.remove_new()
-                    except OSError:
-                        pass
-                if isinstance(e, ConfigError):
-                    failed = [e.option, e.message]
-                else:
-                    failed = ["out_dir", f"cannot write the run folder {str(Path(cfg.out_dir) / (cfg.name or ''))!r}: "
-                                         f"{e.strerror or e}"]
-        # one process per node: every process takes rank 0's folder name (the default one
-        # has a time stamp) and its verdict, after rank 0 created the folder
-        cfg.name, failed = comm.broadcast_object([cfg.name, failed])
-        if failed is not None:
-            raise ConfigError(*failed)
-        run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
-        if not run.file(CONFIG).exists():  # a host that does not share rank 0's file system
-            run.write_config(to_yaml(cfg))
-    if not quiet and resume is None:
-        warn_small_shards(c)
-    engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
-    engine.norm_stats = cfg.model.norm_stats  # running statistics of node models (norm_stats.py)
-    timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
+    return execution
 
-    start_epoch, wall_before, rows = 0, 0.0, []
-    state = load_resume_checkpoint(run, comm) if resume is not None else None
-    runner = None
-    if cfg.algorithm.name == "adpsgd":  # asynchronous gossip: simulated events, not rounds (async_gossip.py)
-        from .async_gossip import AsyncGossipRunner
-        runner = AsyncGossipRunner(c, engine, to_device(ds.x_train, c.device), ds.y_train.to(c.device),
-                                   lambda nodes: make_batch_transform(ds, cfg.data.augment, cfg.seed, nodes, c.device))
-    if state is not None:
-        load_engine_state(engine, state, run)
-        if runner is not None:
-            runner.load_state_dict(state.get("async"))
-        start_epoch, wall_before = int(state["epoch"]), float(state["wall_time_s"])
-        if start_epoch > cfg.epochs:
-            raise ConfigError("resume", f"the checkpoint in {run.path} is of epoch {start_epoch}, but the run has "
-                                        f"{cfg.epochs} epochs")
-        timer.load_state_dict(state.get("timing"))
-        rows = [r for r in run.read_metrics() if r["epoch"] <= start_epoch and "after_consensus_rounds" not in r]
-    elif resume is not None and comm.is_main:
-        rows = []
-    # after the checkpoint is checked: a refused resume writes nothing (not even an event file)
-    events = (Trackers(run.path, cfg.tensorboard, getattr(cfg, "tracking", None), flatten(to_dict(cfg)))
-              if comm.is_main else None)
 
-    def diverged(when: str, epoch: int, consensus: bool = False) -> TrainingError:
-        """The message for a run that went non-finite: what to lower (γ only where the
-        algorithm has one) and where the last good checkpoint is (only if there is one)."""
-        knobs = ["optimizer.lr"]
-        if c.algorithm.aggregates_updates:
-            knobs = ["optimizer.lr", "marsit.eta_s"] if cfg.algorithm.name in ("marsit", "signsgd") else knobs
-        else:
-            knobs = ["algorithm.gamma"] if consensus else ["optimizer.lr", "algorithm.gamma"]
-        now = f" (γ is now {c.gamma:g})" if "algorithm.gamma" in knobs else ""
-        saved = max(epoch, start_epoch) if cfg.checkpoint else start_epoch
-        where = (f"; the last good checkpoint (epoch {saved}) is in {run.path}" if saved > 0 and
-                 run.file(checkpoint_name(comm)).exists() else "; no checkpoint was written")
+def create_run(c: Components, execution: ExecutionChoice) -> RunDir:
+    """Rank 0 creates the run folder (config.yaml: the resolved config, execution.json,
+    the partition); every process takes its name (the default one has a time stamp) and
+    its verdict; one line and no folder left behind if it cannot be written."""
+    cfg, comm = c.cfg, c.comm
+    failed = None
+    if comm.is_main:
+        new = None
+        try:
+            if cfg.name:
+                new = RunDir.create(Path(cfg.out_dir) / cfg.name)
+            else:
+                new = RunDir.create_unique(cfg.out_dir, default_run_stem(cfg))
+                cfg.name = new.path.name
+            new.write_config(to_yaml(cfg))
+            atomic_write_text(new.file("execution.json"), json.dumps(execution_record(execution), indent=2) + "\n")
+            write_partition(new, c)
+        except (ConfigError, OSError) as e:
+            if new is not None:
+                try:
+                    new.remove_new()
+                except OSError:
+                    pass
+            if isinstance(e, ConfigError):
+                failed = [e.option, e.message]
+            else:
+                failed = ["out_dir", f"cannot write the run folder {str(Path(cfg.out_dir) / (cfg.name or ''))!r}: "
+                                     f"{e.strerror or e}"]
+    cfg.name, failed = comm.broadcast_object([cfg.name, failed])
+    if failed is not None:
+        raise ConfigError(*failed)
+    run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
+    if not run.file(CONFIG).exists():  # a host that does not share rank 0's file system
+        run.write_config(to_yaml(cfg))
+    return run
+
+
+class Session:
+    """One run's training state between its stages: the engine (restored from the run's
+    checkpoint on resume), the clock, the evaluation data and the metrics rows."""
+
+    def __init__(self, c: Components, run: RunDir, augment, quiet: bool, resumed: bool) -> None:
+        cfg, comm = c.cfg, c.comm
+        self.c, self.cfg, self.comm, self.run, self.augment = c, cfg, comm, run, augment
+        self.engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
+        self.engine.norm_stats = cfg.model.norm_stats  # running statistics of node models (norm_stats.py)
+        self.timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
+        self.start_epoch, self.wall_before, self.rows = 0, 0.0, []
+        state = load_resume_checkpoint(run, comm) if resumed else None
+        #: AD-PSGD: the epochs are simulated events, not rounds (async_gossip.py)
+        self.runner = None
+        if getattr(c.algorithm, "event_driven", False):
+            from .async_gossip import AsyncGossipRunner
+            ds = c.dataset
+            self.runner = AsyncGossipRunner(
+                c, self.engine, to_device(ds.x_train, c.device), ds.y_train.to(c.device),
+                lambda nodes: make_batch_transform(ds, cfg.data.augment, cfg.seed, nodes, c.device))
+        if state is not None:
+            load_engine_state(self.engine, state, run)
+            if self.runner is not None:
+                self.runner.load_state_dict(state.get("async"))
+            self.start_epoch, self.wall_before = int(state["epoch"]), float(state["wall_time_s"])
+            if self.start_epoch > cfg.epochs:
+                raise ConfigError("resume", f"the checkpoint in {run.path} is of epoch {self.start_epoch}, but the "
+                                            f"run has {cfg.epochs} epochs")
+            self.timer.load_state_dict(state.get("timing"))
+            self.rows = [r for r in run.read_metrics() if r["epoch"] <= self.start_epoch
+                         and "after_consensus_rounds" not in r]
+        # after the checkpoint is checked: a refused resume writes nothing (not even an event file)
+        self.events = (Trackers(run.path, cfg.tensorboard, getattr(cfg, "tracking", None), flatten(to_dict(cfg)))
+                       if comm.is_main else None)
+        ds = c.dataset
+        self.x_train, self.y_train = to_device(ds.x_train, c.device), ds.y_train.to(c.device)
+        self.x_test, self.y_test = to_device(ds.x_test, c.device), ds.y_test.to(c.device)
+        if not isinstance(self.x_test, dict):
+            self.x_test = augment.prepare_eval(self.x_test)
+        self.steps = c.sampler.steps_per_epoch
+        self.t0 = time.perf_counter()
+        self.bar = tqdm(total=cfg.epochs * self.steps, initial=self.start_epoch * self.steps,
+                        disable=quiet or not cfg.progress or not comm.is_main, desc=run_label(cfg), unit="it",
+                        dynamic_ncols=True, leave=False, mininterval=0.5)
+        from .personal import class_weights
+        pers_w = class_weights(c.parts, ds.y_train, ds.y_test)
+        self.pers_w = pers_w[comm.local_nodes].to(c.device) if pers_w is not None else None
+        from .eval_nodes import check_node_chunk, eval_sample, parse_eval_nodes
+        self.eval_sample = eval_sample(cfg.seed, cfg.nodes, parse_eval_nodes(cfg.eval.nodes, cfg.nodes))  # issue 32
+        self.node_chunk = check_node_chunk(cfg.eval.node_chunk)
+
+    def diverged(self, when: str, epoch: int, consensus: bool = False) -> TrainingError:
+        """The message for a run that went non-finite: what to lower (the algorithm's
+        settings) and where the last good checkpoint is (only if there is one)."""
+        knobs = self.c.algorithm.divergence_knobs(consensus)
+        now = f" (γ is now {self.c.gamma:g})" if "algorithm.gamma" in knobs else ""
+        saved = max(epoch, self.start_epoch) if self.cfg.checkpoint else self.start_epoch
+        where = (f"; the last good checkpoint (epoch {saved}) is in {self.run.path}" if saved > 0 and
+                 self.run.file(checkpoint_name(self.comm)).exists() else "; no checkpoint was written")
         return TrainingError(f"training diverged {when}; lower {' or '.join(knobs)}{now}{where}")
 
-    x_train, y_train = to_device(ds.x_train, c.device), ds.y_train.to(c.device)
-    x_test, y_test = to_device(ds.x_test, c.device), ds.y_test.to(c.device)
-    if not isinstance(x_test, dict):
-        x_test = augment.prepare_eval(x_test)
-    steps = c.sampler.steps_per_epoch
-    t0 = time.perf_counter()
-    bar = tqdm(total=cfg.epochs * steps, initial=start_epoch * steps, disable=quiet or not cfg.progress or not comm.is_main,
-               desc=run_label(cfg), unit="it", dynamic_ncols=True, leave=False, mininterval=0.5)
-
-    from .personal import class_weights
-    pers_w = class_weights(c.parts, ds.y_train, ds.y_test)
-    if pers_w is not None:
-        pers_w = pers_w[comm.local_nodes].to(c.device)
-
-    from .eval_nodes import check_node_chunk, eval_sample, parse_eval_nodes
-    sample = eval_sample(cfg.seed, cfg.nodes, parse_eval_nodes(cfg.eval.nodes, cfg.nodes))  # issue 32
-    node_chunk = check_node_chunk(cfg.eval.node_chunk)
-
-    def evaluate(epoch: float, train_loss: float, lr: float, every_node: bool = True) -> dict[str, Any]:
-        m = engine.evaluate(x_test, y_test, cfg.data.eval_batch_size, class_weights=pers_w,
-                            nodes=None if every_node else sample, node_chunk=node_chunk)
+    def evaluate(self, epoch: float, train_loss: float, lr: float, every_node: bool = True) -> dict[str, Any]:
+        """One metrics row (SPEC §8); ``every_node=False``: the ``eval.nodes`` sample only."""
+        c, comm, timer = self.c, self.comm, self.timer
+        m = self.engine.evaluate(self.x_test, self.y_test, self.cfg.data.eval_batch_size, class_weights=self.pers_w,
+                                 nodes=None if every_node else self.eval_sample, node_chunk=self.node_chunk)
         bytes_all = comm.gather_nodes(comm.bytes_sent.to(c.device)).double().cpu()
         split = comm.mean_over_nodes(torch.tensor([timer.interval()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
-        return {"epoch": epoch, "step": engine.step_count, "lr": lr, "train_loss": train_loss, **m,
-                "bytes_sent_per_node": bytes_all.mean().item(), "wall_time_s": wall_before + time.perf_counter() - t0,
+        return {"epoch": epoch, "step": self.engine.step_count, "lr": lr, "train_loss": train_loss, **m,
+                "bytes_sent_per_node": bytes_all.mean().item(),
+                "wall_time_s": self.wall_before + time.perf_counter() - self.t0,
                 "sim_time_s": timer.sim_time_s, "measured_compute_s": split[0], "measured_comm_s": split[1],
-                **(runner.metrics() if runner is not None else {})}
+                **(self.runner.metrics() if self.runner is not None else {})}
 
-    for epoch in range(start_epoch, cfg.epochs):
+    def run_epochs(self) -> None:
+        """The training epochs left: steps, evaluation, metrics, plots, checkpoints."""
+        for epoch in range(self.start_epoch, self.cfg.epochs):
+            train_loss, lr = self.train_epoch(epoch)
+            if (epoch + 1) % self.cfg.eval_every == 0 or epoch + 1 == self.cfg.epochs:
+                self.record(epoch, train_loss, lr)
+            if self.cfg.checkpoint:
+                save_checkpoint(self.run, self.comm, {
+                    "epoch": epoch + 1, "wall_time_s": self.wall_before + time.perf_counter() - self.t0,
+                    "engine": self.engine.state_dict(), "config": to_dict(self.cfg), "timing": self.timer.state_dict(),
+                    **({"async": self.runner.state_dict()} if self.runner is not None else {})})
+            raise_pending()
+        self.bar.close()
+
+    def train_epoch(self, epoch: int) -> tuple[float, float]:
+        """``steps_per_epoch`` engine steps; returns the mean train loss and the last lr."""
+        c, comm, timer, steps = self.c, self.comm, self.timer, self.steps
         idx = c.sampler.epoch_indices(epoch)
         loss_sum = torch.zeros((), device=c.device)
         lr = c.schedule(epoch)
-        if runner is not None:  # AD-PSGD: the epoch's n·steps events in simulated-time order
-            loss_sum, lr = runner.run_epoch(epoch, c.schedule)
-        for s in range(steps if runner is None else 0):
+        if self.runner is not None:  # AD-PSGD: the epoch's n·steps events in simulated-time order
+            loss_sum, lr = self.runner.run_epoch(epoch, c.schedule)
+        for s in range(steps if self.runner is None else 0):
             lr = c.schedule(epoch + s / steps)
             batch = idx[:, s]
-            xb = augment(take(x_train, batch), epoch * steps + s)
-            t_step, comm_before, step_index = time.perf_counter(), comm.comm_time_s, engine.step_count
-            loss = engine.train_step(xb, y_train[batch], lr)
+            xb = self.augment(take(self.x_train, batch), epoch * steps + s)
+            t_step, comm_before, step_index = time.perf_counter(), comm.comm_time_s, self.engine.step_count
+            loss = self.engine.train_step(xb, self.y_train[batch], lr)
             if timer.step_sync:  # only device_model=measured needs each step's own time
                 device_sync(c.device)
             timer.after_step(step_index, time.perf_counter() - t_step, comm.comm_time_s - comm_before)
             loss_sum += loss.mean()  # on the device; read once per epoch
-            bar.update(1)
+            self.bar.update(1)
             raise_pending()  # a Ctrl-C / SIGTERM whose exception was swallowed (decent8.signals)
         if not timer.step_sync:  # what the device still had to do of this epoch's steps
             t_wait = time.perf_counter()
@@ -423,56 +472,66 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
             timer.add_backlog(time.perf_counter() - t_wait)
         train_loss = comm.mean_over_nodes((loss_sum / steps).reshape(1, 1).expand(comm.k, 1)).item()
         if not math.isfinite(train_loss):
-            bar.close()
-            raise diverged(f"in epoch {epoch + 1} (train loss is {train_loss})", epoch)
-        last = epoch + 1 == cfg.epochs
-        if (epoch + 1) % cfg.eval_every == 0 or last:
-            row = evaluate(epoch + 1, train_loss, lr, every_node=last)
-            if not _finite(row):
-                bar.close()
-                raise diverged(f"in epoch {epoch + 1} (test loss {row['averaged_model_loss']}, consensus distance "
-                               f"{row['consensus_distance']})", epoch)
-            rows.append(row)
-            if "mean_node_accuracy" in row:
-                bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{100 * row['mean_node_accuracy']:.1f}%")
-            else:
-                bar.set_postfix(loss=f"{train_loss:.3f}", test_loss=f"{row['mean_node_loss']:.4g}")
-            if comm.is_main:
-                run.write_metrics(rows)
-                events.log(row)  # type: ignore[union-attr]
-                if (epoch + 1) % max(1, cfg.epochs // 10) == 0 or last:
-                    plot_curves(rows, run.file("curves.png"), title=run.path.name)
-                    plot_time(rows, run.file("time.png"), title=run.path.name)
-                    raise_pending()  # plotting drops figures in weakref callbacks, which swallow exceptions
-        if cfg.checkpoint:
-            save_checkpoint(run, comm, {"epoch": epoch + 1, "wall_time_s": wall_before + time.perf_counter() - t0,
-                                        "engine": engine.state_dict(), "config": to_dict(cfg),
-                                        "timing": timer.state_dict(),
-                                        **({"async": runner.state_dict()} if runner is not None else {})})
-        raise_pending()
-    bar.close()
+            self.bar.close()
+            raise self.diverged(f"in epoch {epoch + 1} (train loss is {train_loss})", epoch)
+        return train_loss, lr
 
-    for _ in range(cfg.algorithm.consensus_rounds):
-        engine.consensus_round()
-        timer.after_round()
-    final = evaluate(float(cfg.epochs), rows[-1]["train_loss"] if rows else float("nan"), 0.0)
-    final_checks = {k: v for k, v in final.items() if k != "train_loss"}
-    if not _finite(final_checks) or not math.isfinite(final.get("mean_node_accuracy", final["mean_node_loss"])):
-        raise diverged(f"during the {cfg.algorithm.consensus_rounds} final consensus rounds (test loss "
-                       f"{final['averaged_model_loss']}, consensus distance {final['consensus_distance']})",
-                       cfg.epochs, consensus=True)
-    final["after_consensus_rounds"] = cfg.algorithm.consensus_rounds
-    before = rows[-1] if rows else {}
-    if cfg.algorithm.consensus_rounds > 0:  # the summary's numbers are the curves' last point
-        rows.append(final)
+    def record(self, epoch: int, train_loss: float, lr: float) -> None:
+        """Evaluate after ``epoch``; the metrics row, the progress bar, the plots."""
+        row = self.evaluate(epoch + 1, train_loss, lr, every_node=epoch + 1 == self.cfg.epochs)
+        if not _finite(row):
+            self.bar.close()
+            raise self.diverged(f"in epoch {epoch + 1} (test loss {row['averaged_model_loss']}, consensus distance "
+                                f"{row['consensus_distance']})", epoch)
+        self.rows.append(row)
+        if "mean_node_accuracy" in row:
+            self.bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{100 * row['mean_node_accuracy']:.1f}%")
+        else:
+            self.bar.set_postfix(loss=f"{train_loss:.3f}", test_loss=f"{row['mean_node_loss']:.4g}")
+        if self.comm.is_main:
+            self.run.write_metrics(self.rows)
+            self.events.log(row)  # type: ignore[union-attr]
+            if (epoch + 1) % max(1, self.cfg.epochs // 10) == 0 or epoch + 1 == self.cfg.epochs:
+                plot_curves(self.rows, self.run.file("curves.png"), title=self.run.path.name)
+                plot_time(self.rows, self.run.file("time.png"), title=self.run.path.name)
+                raise_pending()  # plotting drops figures in weakref callbacks, which swallow exceptions
+
+    def finish(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The consensus rounds, the final evaluation and summary.json."""
+        cfg, comm, rows = self.cfg, self.comm, self.rows
+        rounds = cfg.algorithm.consensus_rounds
+        for _ in range(rounds):
+            self.engine.consensus_round()
+            self.timer.after_round()
+        final = self.evaluate(float(cfg.epochs), rows[-1]["train_loss"] if rows else float("nan"), 0.0)
+        final_checks = {k: v for k, v in final.items() if k != "train_loss"}
+        if not _finite(final_checks) or not math.isfinite(final.get("mean_node_accuracy", final["mean_node_loss"])):
+            raise self.diverged(f"during the {rounds} final consensus rounds (test loss {final['averaged_model_loss']}, "
+                                f"consensus distance {final['consensus_distance']})", cfg.epochs, consensus=True)
+        final["after_consensus_rounds"] = rounds
+        before = rows[-1] if rows else {}
+        if rounds > 0:  # the summary's numbers are the curves' last point
+            rows.append(final)
+            if comm.is_main:
+                self.run.write_metrics(rows)
+                plot_curves(rows, self.run.file("curves.png"), title=self.run.path.name)
+        summary = run_summary(self.c, self.engine, self.timer, final, before, given)
+        summary["asynchronous"] = self.runner.summary() if self.runner is not None else None  # AD-PSGD: staleness
+        raise_pending()
         if comm.is_main:
-            run.write_metrics(rows)
-            plot_curves(rows, run.file("curves.png"), title=run.path.name)
-    allreduce = c.algorithm.aggregates_updates  # all-reduce algorithms fix their own wire format
-    bytes_per_iter = c.algorithm.message_bytes() if allreduce else c.compressor.nbytes() * c.algorithm.messages_per_step
+            self.run.write_summary(summary)
+            self.events.log({**final, "step": self.engine.step_count})  # type: ignore[union-attr]
+            self.events.close()  # type: ignore[union-attr]
+        return summary
+
+
+def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], before: dict[str, Any],
+                given: dict[str, Any]) -> dict[str, Any]:
+    """summary.json (SPEC §8): the final evaluation and what ran."""
+    cfg, comm = c.cfg, c.comm
     run_split = comm.mean_over_nodes(torch.tensor([timer.run_means()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
-    summary = {
+    return {
         "mean_node_accuracy": final.get("mean_node_accuracy"),
         "averaged_model_accuracy": final.get("averaged_model_accuracy"),
         "consensus_distance": final["consensus_distance"],
@@ -483,7 +542,6 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "measured_compute_s_per_step": run_split[0],
         "measured_comm_s_per_step": run_split[1],
         "time_model": timer.describe(),
-        "asynchronous": runner.summary() if runner is not None else None,
         "min_node_accuracy": final.get("min_node_accuracy"),
         "max_node_accuracy": final.get("max_node_accuracy"),
         "node_accuracies": final.get("node_accuracies"),
@@ -499,9 +557,9 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "mean_node_loss": final["mean_node_loss"],
         "averaged_model_loss": final["averaged_model_loss"],
         "final_train_loss": final["train_loss"],
-        "message_bytes": bytes_per_iter,
+        "message_bytes": c.algorithm.message_bytes(c.compressor),
         "steps": engine.step_count,
-        "steps_per_epoch": steps,
+        "steps_per_epoch": c.sampler.steps_per_epoch,
         "epochs": cfg.epochs,
         "consensus_rounds": cfg.algorithm.consensus_rounds,
         "nodes": cfg.nodes,
@@ -511,7 +569,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "push_sum": c.push_sum,
         "gamma": c.gamma,
         "algorithm_defaults": c.defaults,
-        "compression": c.algorithm.wire_format if allreduce else cfg.compression.name,
+        "compression": c.algorithm.wire_label(cfg.compression.name),  # all-reduce: its own wire format
         "topology": cfg.topology.name,
         "model": cfg.model.name if given.get("module") is None else type(c.model.module).__name__,
         "loss": c.model.task.name,
@@ -532,17 +590,3 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         "decent8_version": __version__,
         "environment": run_environment(c.device),
     }
-    raise_pending()
-    if comm.is_main:
-        run.write_summary(summary)
-        events.log({**final, "step": engine.step_count})  # type: ignore[union-attr]
-        events.close()  # type: ignore[union-attr]
-    if outputs is not None:
-        outputs["parameters"] = comm.gather_nodes(engine.params()).detach().cpu()
-        bufs = c.model.buffers
-        outputs["buffers"] = None if bufs is None else comm.gather_nodes(bufs).detach().cpu()
-        outputs["model"] = c.model
-    comm.barrier()
-    if owns_comm:
-        comm.close()
-    return summary, run.path

@@ -66,8 +66,6 @@ def check_plain(cfg: TrainConfig) -> None:
         raise ConfigError("nodes", f"need at least 2 nodes, got {cfg.nodes}")
     if not 0.0 <= cfg.skew <= 1.0:
         raise ConfigError("skew", f"must be in [0, 1], got {cfg.skew}")
-    if cfg.epochs < 1:
-        raise ConfigError("epochs", f"must be >= 1, got {cfg.epochs}")
     _number("epochs", cfg.epochs, lo=1, hi=MAX_EPOCHS, integer=True)
     if cfg.eval_every < 1:
         raise ConfigError("eval_every", f"must be >= 1, got {cfg.eval_every}")
@@ -89,15 +87,11 @@ def check_plain(cfg: TrainConfig) -> None:
     check_task(cfg.task)
     if cfg.backend not in BACKENDS:
         raise choice_error("backend", cfg.backend, BACKENDS)
-    if cfg.algorithm.consensus_rounds < 0:
-        raise ConfigError("algorithm.consensus_rounds", f"must be >= 0, got {cfg.algorithm.consensus_rounds}")
     _number("algorithm.consensus_rounds", cfg.algorithm.consensus_rounds, lo=0, hi=MAX_EPOCHS, integer=True)
     if cfg.algorithm.gamma is not None:
         _number("algorithm.gamma", cfg.algorithm.gamma, lo=0, lo_open=True, hi=MAX_STEP)
     o = cfg.optimizer
     if o.lr is not None:  # null: default_lr once the topology is known
-        if not o.lr > 0:
-            raise ConfigError("optimizer.lr", f"must be > 0, got {o.lr}")
         _number("optimizer.lr", o.lr, lo=0, lo_open=True, hi=MAX_STEP)
     if o.momentum is not None:  # null: the algorithm's default (resolve_algorithm_defaults)
         _number("optimizer.momentum", o.momentum, lo=0, hi=1, hi_open=True)
@@ -119,6 +113,4 @@ def check_plain(cfg: TrainConfig) -> None:
     if o.decay_every != 0:
         _number("optimizer.decay_every", o.decay_every, lo=MIN_DECAY_EVERY,
                 allowed=f"0 (off) or a finite number of epochs >= {MIN_DECAY_EVERY:g}")
-    if not cfg.dist_timeout_s > 0:
-        raise ConfigError("dist_timeout_s", f"must be > 0 seconds, got {cfg.dist_timeout_s}")
     _number("dist_timeout_s", cfg.dist_timeout_s, lo=0, lo_open=True, hi=MAX_TIMEOUT_S)

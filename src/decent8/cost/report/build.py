@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...algorithms.registry import DEFAULT_ALGORITHM
 from ...errors import ConfigError
 from ..communication import communication_volume
 from ..counts import ModelCounts, count_model
@@ -57,7 +58,7 @@ def model_pair(model: str, norm: str | None, batch: int, dataset: str | None = N
 
 
 def cost_report(model: str, norm: str | None = None, batch: int = 32, dataset: str | None = None,
-                width: int | None = None, algorithm: str = "choco", optimizer: str = "local",
+                width: int | None = None, algorithm: str = DEFAULT_ALGORITHM, optimizer: str = "local",
                 costs: OpEnergy = HOROWITZ_45NM, communication: dict[str, Any] | None = None,
                 layers: bool = True, image_size: int | None = None) -> dict[str, Any]:
     """FP32 vs 8-bit compute energy and memory of one node per iteration (see the module doc).

@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...algorithms import display_name
 from ...atomic import save_figure as _save_figure
 from ...train.plots import Group, plot_accuracy_vs_bytes, plot_groups
 from ..aggregate import mean_std
 from ..presets import canonical_label
-from .layout import (_ALGO_NAMES, _AXIS_TITLES, AGGREGATED, _paper_value, _sort_key, cell_value, group_label,
+from .layout import (_AXIS_TITLES, AGGREGATED, _paper_value, _sort_key, cell_value, group_label,
                      layout, rows_of)
 from .load import Sweep, _config_value
 
@@ -115,7 +116,7 @@ def plot_fp32_vs_int8(sw: Sweep, path: Path, metric: str = "mean_node_accuracy")
                label="FP32" if prec == "fp32" else "8-bit")
         for x, k in zip(xs, keys):
             ax.plot([x] * len(pairs[k][prec]), pairs[k][prec], ".", color="black", markersize=3)
-    names = ["\n".join(_ALGO_NAMES.get(v, v) if a == "algorithm" else f"{_short_axis(a)} {v}" for a, v in k)
+    names = ["\n".join(display_name(v) if a == "algorithm" else f"{_short_axis(a)} {v}" for a, v in k)
              for k in keys]
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels(names, fontsize=7)

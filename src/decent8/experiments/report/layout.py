@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from ...algorithms import display_name, display_order
 from ..presets import canonical_label
 from .load import Sweep, _config_value, _short
 
-_ALGO_NAMES = {"dpsgd": "D-PSGD", "deepsqueeze": "DS", "choco": "Choco", "sgp": "SGP", "sparse_push": "Sparse-Push",
-               "choco_push": "Choco-push"}
 _AXIS_TITLES = {"comp": "Comp. (%)", "skew": "Degree of skew", "model.norm": "Norm", "nodes": "Nodes",
                 "algorithm": "Algorithm", "precision": "Precision"}
 AGGREGATED = ("seed",)      # axes averaged over (mean ± s.e., n) instead of shown as rows
@@ -18,7 +17,7 @@ _ROW_TITLES = {"model": "Model", "graph": "Graph", "nodes": "Nodes (n)", "skew":
 
 def column_name(spec: dict[str, str]) -> str:
     algo = spec.get("algorithm")
-    name = _ALGO_NAMES.get(algo, algo) if algo else ""
+    name = display_name(algo) if algo else ""
     extra = [f"{k}={v}" for k, v in spec.items() if k not in ("algorithm", "precision")]
     if spec.get("precision") == "int8":
         name = "LP-" + (name or "int8")
@@ -39,7 +38,7 @@ def layout(sw: Sweep) -> tuple[dict[str, Any], list[str], dict[str, dict[str, An
     for c in sw.cells:
         spec = {k: c.labels[k] for k in col_keys if k in c.labels}
         specs.setdefault(column_name(spec), spec)
-    order = list(_ALGO_NAMES)
+    order = list(display_order())
 
     def rank(item: tuple[str, dict[str, Any]]) -> tuple:
         spec = item[1]
