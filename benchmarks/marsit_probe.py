@@ -38,7 +38,7 @@ def rms(t: torch.Tensor) -> float:
 
 
 def probe(momentum: str, epochs: int, eta_s: float, seed: int, out: str) -> dict[str, float]:
-    cfg = load_config(None, ["algorithm=marsit", "marsit.K=0", f"marsit.eta_s={eta_s}", momentum, "nodes=8",
+    cfg = load_config(None, ["algorithm=marsit", "allreduce.K=0", f"allreduce.eta_s={eta_s}", momentum, "nodes=8",
                              "topology=ring", "skew=0", f"seed={seed}", f"epochs={epochs}",
                              "optimizer.milestones=[30,45]", "sim.chunk=8", "device=cpu", "progress=false",
                              "tensorboard=false", "checkpoint=true", f"out_dir={out}"])

@@ -64,9 +64,3 @@ def _room(folder: Path) -> str:
     except (ImportError, OSError, ValueError):  # no resource module (Windows)
         pass
     return f"{shutil.disk_usage(folder).free / 2**30:.1f} GiB free on its disk"
-
-
-def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 110) -> None:
-    """``fig.savefig`` as PNG, atomically (matplotlib Figure with an Agg canvas)."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi)

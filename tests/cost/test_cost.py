@@ -248,7 +248,7 @@ def test_cli_table_csv_markdown_and_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "training energy (mJ)" in out and "stem" not in out and "conv1" in out and "wrote" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["fig7.png"]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig7.pdf", "fig7.png"]  # the PDF beside it; no temporary file left
     assert main(["cost", "--model", "cnn", "--batch", "8", "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "section,phase,item,fp32,int8,ratio" and lines[1].startswith("total,training,energy_mj,")

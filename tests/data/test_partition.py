@@ -186,7 +186,7 @@ def test_heatmap_png(tmp_path, cifar_like_labels):
     plot_class_heatmap(counts, out, title="skew 0.8")
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in out.parent.iterdir()] == ["classes.png"]  # no temp file left
+    assert sorted(p.name for p in out.parent.iterdir()) == ["classes.pdf", "classes.png"]  # vector copy; no temp file left
 
 
 # ---- partition.reference: the authors' exact split (issue 12, SPEC §2) ----

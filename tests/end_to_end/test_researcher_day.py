@@ -12,10 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_rgb
 
 from decent8 import __version__
 from decent8.errors import ConfigError
 from decent8.experiments.aggregate import decimals_for, format_mean_se, format_mean_std, mean_std
+from decent8.figstyle import PALETTE
 from decent8.train.plots import plot_curves
 from decent8.train.run_dir import RunDir
 
@@ -78,7 +80,7 @@ def test_curves_png_of_a_one_epoch_run_shows_its_points(three_seeds):
     out, _ = three_seeds
     run = next(p for p in out.iterdir() if p.is_dir())
     img = imread(run / "curves.png")[..., :3]
-    blue = np.array([31, 119, 180]) / 255.0                         # tab:blue, the first series
+    blue = np.array(to_rgb(PALETTE[0]))                             # the house style's first series colour
     n_blue = int((np.abs(img - blue).sum(axis=-1) < 0.08).sum())
     assert n_blue > 150, n_blue                                     # markers drawn (a bare legend line is ~60 px)
 
@@ -91,7 +93,7 @@ def test_plot_curves_without_markers_would_be_empty(tmp_path):
            "averaged_model_loss": 1.1, "consensus_distance": 0.1}
     plot_curves([row], tmp_path / "one.png", title="x" * 300)        # a long title wraps, it is not cut
     img = imread(tmp_path / "one.png")[..., :3]
-    blue = np.array([31, 119, 180]) / 255.0
+    blue = np.array(to_rgb(PALETTE[0]))
     assert int((np.abs(img - blue).sum(axis=-1) < 0.08).sum()) > 150
 
 

@@ -33,13 +33,13 @@ implemented here:
   so y = x − mean(c) follows exact SGD on the (stale-point) gradients.
 * Marsit-K: every K-th step (step t with (t + 1) mod K = 0; K = 0 never) the workers
   instead apply x ← x − mean_m(u_m) by an fp32 all-reduce and reset c ← 0, which puts
-  x back on y (``marsit.reset=apply``, docs/algorithms.md §10). Option of this implementation, not
-  from the notes: ``marsit.reset=drop`` applies only this step's mean update and
+  x back on y (``allreduce.reset=apply``, docs/algorithms.md §10). Option of this implementation, not
+  from the notes: ``allreduce.reset=drop`` applies only this step's mean update and
   discards the accumulated compensation (x stays where it is, the per-worker c's are
   re-synchronised). Why: y can drift far from x (below), and jumping to it can wreck
   the model (docs/results/marsit.md).
 * η_s follows the learning-rate schedule (see :mod:`.allreduce`); hyperparameters η_l
-  (``optimizer.lr``), η_s (``marsit.eta_s``), K (``marsit.K``), M (``nodes``).
+  (``optimizer.lr``), η_s (``allreduce.eta_s``), K (``allreduce.K``), M (``nodes``).
 
 Observed (digits, 8 workers, batch 16; docs/results/marsit.md): the final bit is the
 bit of one uniformly random worker per coordinate, and each worker's c integrates its
@@ -48,7 +48,7 @@ the c_m spread the signs agree less, x follows y more slowly and mean(c) grows. 
 local Nesterov momentum (the engine's default optimizer) this happens within a few
 epochs and Marsit trails PSGD by ~8 points; with plain SGD (``optimizer.momentum=0``,
 the paper's η_l·∇f) it is within ~1 point. A Marsit-K step jumps to y; when y has
-drifted far from x that jump can wreck the model (see ``marsit.reset``).
+drifted far from x that jump can wreck the model (see ``allreduce.reset``).
 
 Traffic: 1 bit per element per hop, 2(M − 1)·d/M bits per worker per step (d padded
 to a multiple of 8·M), packed 8 to a byte (LSB first, :func:`pack_bits`); plus one fp32

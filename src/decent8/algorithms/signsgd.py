@@ -10,7 +10,7 @@ stands for, so the final bit follows the last worker of the chain with probabili
 This is Marsit's bit-wise merge with the probability fixed at 1/2 and without the
 global compensation (same code path, :class:`~.marsit.BitVoteCodec`).
 
-Update: x ← x − η_s·ĝ, ĝ = 2·bits − 1 of ``sign(lr·d)``; η_s = ``marsit.eta_s``
+Update: x ← x − η_s·ĝ, ĝ = 2·bits − 1 of ``sign(lr·d)``; η_s = ``allreduce.eta_s``
 following the learning-rate schedule. Traffic as Marsit: 1 bit per element per hop.
 """
 from __future__ import annotations

@@ -6,8 +6,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import save_figure
 from ..errors import ConfigError
+from ..figstyle import new_figure, save, set_axes_title, styled
 
 
 def _check_counts(counts: np.ndarray, class_names: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
@@ -33,43 +33,33 @@ def format_class_table(counts: np.ndarray, class_names: Sequence[str] | None = N
     return "\n".join([fmt(header), sep, *(fmt(r) for r in rows[:-1]), sep, fmt(rows[-1])])
 
 
-#: tables with more nodes than this are drawn at a fixed size, without a label per node
-MAX_LABELLED_NODES = 128
-
-
+@styled
 def plot_class_heatmap(counts: np.ndarray, path: str | os.PathLike, title: str | None = None,
                        class_names: Sequence[str] | None = None) -> None:
-    """Write a node x class heatmap PNG like the paper's Figure 2 (cell counts annotated
-    when the table is small, with a colourbar). Written atomically: temp file + os.replace."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # no pyplot: no global backend state
-    from matplotlib.figure import Figure
-
+    """Write a node x class heatmap like the paper's Figure 2 (cell counts annotated when
+    the table is small, with a colourbar), as PNG and PDF, in the house style. At most ~32
+    node and class labels are written (every k-th beyond that), so labels never overlap."""
     c, names = _check_counts(counts, class_names)
     n, k = c.shape
-    # at most MAX_LABELLED_NODES rows get their own label and height (issue 32: 10,000 nodes
-    # made a 1,800-inch-tall figure, 6 GB and minutes); beyond, the figure is 12 in tall
-    labelled = n <= MAX_LABELLED_NODES
-    fig = Figure(figsize=(max(4.0, 0.6 * k + 2.0), max(3.0, 0.45 * n + 1.5) if labelled else 12.0))
-    FigureCanvasAgg(fig)
+    fig = new_figure(max(4.0, min(0.6 * k + 2.0, 12.0)), max(3.0, min(0.3 * n + 1.5, 9.0)))
     ax = fig.add_subplot(1, 1, 1)
     im = ax.imshow(c, aspect="auto", cmap="viridis", interpolation="nearest")
+    ax.grid(False)
     fig.colorbar(im, ax=ax, label="samples")
-    ax.set_xticks(range(k))
     long_names = max((len(s) for s in names), default=0) > 3
-    ax.set_xticklabels(names, rotation=45 if long_names else 0, ha="right" if long_names else "center")
-    if labelled:
-        ax.set_yticks(range(n))
-        ax.set_yticklabels([f"node {i}" for i in range(n)])
+    xs = list(range(0, k, max(1, -(-k // (16 if long_names else 32)))))
+    ax.set_xticks(xs)
+    ax.set_xticklabels([names[j] for j in xs], rotation=90 if long_names else 0)
+    ys = list(range(0, n, max(1, -(-n // 32))))
+    ax.set_yticks(ys)
+    ax.set_yticklabels([str(i) for i in ys])
     ax.set_xlabel("class")
     ax.set_ylabel("node")
-    if title:
-        ax.set_title(title)
+    set_axes_title(ax, title or "")
     if n * k <= 400:
         vmax = float(c.max()) if c.size else 0.0
         for i in range(n):
             for j in range(k):
                 color = "black" if c[i, j] > 0.6 * vmax else "white"
                 ax.text(j, i, str(int(c[i, j])), ha="center", va="center", fontsize=7, color=color)
-    fig.tight_layout()
-
-    save_figure(fig, path, dpi=120)
+    save(fig, path)

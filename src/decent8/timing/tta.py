@@ -35,6 +35,7 @@ from ..config import from_dict
 from .clock import SimClock
 from .faults import FaultModel
 from .network import NetworkModel
+from ..figstyle import new_figure, save, series_style, styled
 from .plots import plot_runs
 
 
@@ -155,12 +156,24 @@ def scenarios(run: Path, steps: int = 500) -> list[tuple[str, float]]:
     return out
 
 
+@styled
+def _plot_dropout(items: list[tuple], path: Path) -> None:
+    """Mean node accuracy per epoch, one line per run, in the house style (PNG + PDF)."""
+    fig = new_figure(6.4, 4.0)
+    ax = fig.subplots()
+    for i, (label, pn, pl, _, rows) in enumerate(items):
+        ax.plot([q["epoch"] for q in rows], [100 * q["mean_node_accuracy"] for q in rows],
+                label=f"{label}, node drop {pn:g}" + (f", link drop {pl:g}" if pl else ""), **series_style(i))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean node test accuracy (%)")
+    ax.set_ylim(bottom=max(0, ax.get_ylim()[0]))
+    ax.legend(loc="lower right")
+    save(fig, path)
+
+
 def dropout_report(runs: list[Path], out: Path) -> list[str]:
     """Final accuracy against ``faults.node_drop`` / ``faults.link_drop`` per algorithm, as a
     Markdown table and a PNG (mean node accuracy per epoch, one line per run)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from ..atomic import save_figure
     items = []
     for r in runs:
         cfg = yaml.safe_load((r / "config.yaml").read_text())
@@ -175,20 +188,8 @@ def dropout_report(runs: list[Path], out: Path) -> list[str]:
         lines.append(f"| {label} | {pn:g} | {pl:g} | {100 * s['mean_node_accuracy']:.2f} | "
                      f"{100 * s['averaged_model_accuracy']:.2f} | {s['consensus_distance']:.3g} | "
                      f"{s['bytes_sent_per_node'] / 1e6:.3f} MB |")
-    fig = Figure(figsize=(6.5, 4))
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    for label, pn, pl, _, rows in items:
-        ax.plot([q["epoch"] for q in rows], [100 * q["mean_node_accuracy"] for q in rows],
-                label=f"{label}, node drop {pn:g}" + (f", link drop {pl:g}" if pl else ""))
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean node test accuracy (%)")
-    ax.set_ylim(bottom=max(0, ax.get_ylim()[0]))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, f"{out}.png")
+    _plot_dropout(items, Path(f"{out}.png"))
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return lines
 

@@ -31,6 +31,7 @@ SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
 #: every file name decent8 writes into a run folder (checkpoint-rank<r>[.prev].pt too)
 RUN_FILES = (CONFIG, METRICS, SUMMARY, CHECKPOINT, "curves.png", "time.png", "partition.csv", "partition.png",
+             "curves.pdf", "time.pdf", "partition.pdf",      # each figure's vector copy (decent8.figstyle.save)
              "execution.json")
 #: the one sub-folder decent8 writes (TensorBoard event files, see :mod:`decent8.train.tb_log`)
 EVENTS_DIR = "tensorboard"

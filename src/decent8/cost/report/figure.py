@@ -5,24 +5,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ...atomic import save_figure
 from ...errors import ConfigError
+from ...figstyle import PALETTE, new_figure, save, set_title, styled
 from .tables import title
 
-_COMPONENT_COLORS = {"weights": "#4C72B0", "gradients": "#55A868", "optimizer": "#C44E52",
-                     "algorithm_buffers": "#8172B2", "activations": "#CCB974"}
+_COMPONENT_COLORS = dict(zip(("weights", "gradients", "optimizer", "algorithm_buffers", "activations"), PALETTE))
 
 
+@styled
 def plot_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
     """Figure 7 of the paper for ``report``: where training memory and energy go, FP32 vs 8-bit.
 
-    Matplotlib's Agg canvas without pyplot's global state; written atomically (temporary
-    file in the same folder + ``os.replace``). Returns the path.
+    In the house style (:mod:`decent8.figstyle`), as the PNG ``path`` and a PDF beside it,
+    each written atomically. Returns the path.
     """
-    from matplotlib import colormaps
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise ConfigError("--plot", f"writes a PNG; give a path ending in .png, got {os.fspath(path)!r}")
@@ -33,8 +29,7 @@ def plot_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
         raise ConfigError("--plot", f"folder {os.fspath(parent)!r} does not exist")
 
     sec = report["training"]
-    fig = Figure(figsize=(11, 4.2))
-    FigureCanvasAgg(fig)
+    fig = new_figure(11, 4.6)
     ax_m, ax_e, ax_i = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.2, 1.2, 1.0]})
     labels = ["FP32", "8-bit"]
     # memory by component
@@ -48,41 +43,41 @@ def plot_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
     for x, total in enumerate(bottoms):
         ax_m.annotate(f"{total:.1f} MB", (x, total), ha="center", va="bottom", fontsize=8)
     ax_m.set_ylabel("training memory per node (MB = 2²⁰ B)")
-    ax_m.set_title("memory", fontsize=10)
-    ax_m.legend(fontsize=7, loc="upper right")
+    ax_m.set_title("memory")
+    ax_m.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncols=2)
     # energy by layer kind (training)
     kinds = list(dict.fromkeys(list(sec["energy_by_kind_mj"]["fp32"]) + list(sec["energy_by_kind_mj"]["int8"])))
-    cmap = colormaps["tab10"]
     bottoms = [0.0, 0.0]
     for i, kind in enumerate(kinds):
         vals = [sec["energy_by_kind_mj"][p].get(kind, 0.0) for p in ("fp32", "int8")]
-        ax_e.bar(labels, vals, bottom=bottoms, color=cmap(i % 10), label=kind)
+        ax_e.bar(labels, vals, bottom=bottoms, color=PALETTE[i % len(PALETTE)], label=kind)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
     for x, total in enumerate(bottoms):
         ax_e.annotate(f"{total:.3g} mJ", (x, total), ha="center", va="bottom", fontsize=8)
     ax_e.set_ylabel("training energy per node per iteration (mJ)")
-    ax_e.set_title(f"compute energy (×{sec['energy_mj']['ratio']:.1f})", fontsize=10)
-    ax_e.legend(fontsize=7, loc="upper right")
+    ax_e.set_title(f"compute energy (×{sec['energy_mj']['ratio']:.1f})")
+    ax_e.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncols=2)
     # inference
     inf = report["inference"]
     x = [0, 1]
     ax_i.bar([v - 0.2 for v in x], [inf["memory_mb"]["fp32"], inf["memory_mb"]["int8"]], width=0.4,
-             color="#4C72B0", label="weights (MB)")
+             color=PALETTE[0], label="weights (MB)")
     ax_i2 = ax_i.twinx()
     ax_i2.bar([v + 0.2 for v in x], [inf["energy_mj"]["fp32"], inf["energy_mj"]["int8"]], width=0.4,
-              color="#DD8452", label="energy (mJ)")
+              color=PALETTE[1], label="energy (mJ)")
     ax_i.set_xticks(x, labels)
     ax_i.set_ylabel("inference memory (MB)")
     ax_i2.set_ylabel("inference energy per batch (mJ)")
-    ax_i.set_title("inference", fontsize=10)
+    ax_i.set_title("inference")
     h1, l1 = ax_i.get_legend_handles_labels()
     h2, l2 = ax_i2.get_legend_handles_labels()
-    ax_i.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper right")
+    ax_i.legend(h1 + h2, l1 + l2, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncols=2)
     for ax in (ax_m, ax_e, ax_i, ax_i2):
         ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
     for ax in (ax_m, ax_e, ax_i):
-        ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(title(report).split(" — ")[0] + " — per node per iteration (the paper's Figure 7)", fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path)
+        ax.grid(False, axis="x")
+    ax_i2.grid(False)
+    ax_i2.spines["right"].set_visible(True)
+    set_title(fig, title(report).split(" — ")[0] + " — per node per iteration (the paper's Figure 7)")
+    save(fig, path)
     return path

@@ -36,9 +36,9 @@ def _het(label: str, overrides: list[str]) -> list[tuple[str, list[str]]]:
 _MARSIT_IID = ["nodes=8", "topology=ring", "skew=0", "optimizer.momentum=0"]
 _MARSIT_CELLS = [
     ("PSGD (fp32 ring all-reduce)", ["algorithm=psgd"]),
-    ("Marsit, K = 0 (η_s 0.005)", ["algorithm=marsit", "marsit.K=0", "marsit.eta_s=0.005"]),
-    ("Marsit-30", ["algorithm=marsit", "marsit.K=30", "marsit.eta_s=0.005"]),
-    ("signSGD, cascading re-signing (η_s 0.002)", ["algorithm=signsgd", "marsit.eta_s=0.002"]),
+    ("Marsit, K = 0 (η_s 0.005)", ["algorithm=marsit", "allreduce.K=0", "allreduce.eta_s=0.005"]),
+    ("Marsit-30", ["algorithm=marsit", "allreduce.K=30", "allreduce.eta_s=0.005"]),
+    ("signSGD, cascading re-signing (η_s 0.002)", ["algorithm=signsgd", "allreduce.eta_s=0.002"]),
 ]
 
 _GRAPHS = REPO / "docs" / "results" / "graphs"
@@ -84,7 +84,7 @@ RESULTS: dict[str, Result] = {
             ("Choco-SGD, default (γ 0.05)", ["algorithm=choco"]),
         ], seeds=(0, 1, 2), common=("skew=0",), columns=("per_seed",)),
         Result("edge_list_defaults", "docs/results/defaults.md", [
-            *_edge_list("5-ring + chord 0→2 (README example)", "ring5_chord.txt", 5),
+            *_edge_list("5-ring + chord 0→2 (docs/usage.md example)", "ring5_chord.txt", 5),
             *_edge_list("6-ring + chords 0→3, 2→5, 4→1", "ring6_chords.txt", 6),
         ], seeds=(0, 1, 2), columns=("per_seed", "averaged_model_accuracy")),
         Result("marsit_skew", "docs/results/marsit.md", [
@@ -94,7 +94,7 @@ RESULTS: dict[str, Result] = {
         Result("marsit_defaults", "docs/results/defaults.md", [
             ("`algorithm=psgd`", ["algorithm=psgd"]),
             ("`algorithm=marsit` (momentum 0, K = 0)", ["algorithm=marsit"]),
-            ("`algorithm=marsit marsit.K=30` (momentum 0)", ["algorithm=marsit", "marsit.K=30"]),
+            ("`algorithm=marsit allreduce.K=30` (momentum 0)", ["algorithm=marsit", "allreduce.K=30"]),
         ], seeds=(0, 1, 2), columns=("per_seed",)),
         Result("lowprec_digits", "docs/results/lowprec_digits.md", [
             (f"skew {k}, {p}", [f"skew={k}", f"precision={p}"]) for k in ("0", "0.8") for p in ("fp32", "int8")
@@ -107,29 +107,29 @@ RESULTS: dict[str, Result] = {
             *_MARSIT_CELLS,
         ], seeds=(0, 1, 2), common=tuple(_MARSIT_IID), columns=("per_seed", "message_bytes", "bytes_sent_per_node")),
         Result("marsit_variants", "docs/results/marsit.md", [
-            ("Marsit-100 (η_s 0.005)", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.005"]),
-            ("Marsit-30, `marsit.reset=drop`", ["algorithm=marsit", "marsit.K=30", "marsit.eta_s=0.005",
-                                                "marsit.reset=drop"]),
-            ("Marsit-100, `marsit.reset=drop`", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.005",
-                                                 "marsit.reset=drop"]),
+            ("Marsit-100 (η_s 0.005)", ["algorithm=marsit", "allreduce.K=100", "allreduce.eta_s=0.005"]),
+            ("Marsit-30, `allreduce.reset=drop`", ["algorithm=marsit", "allreduce.K=30", "allreduce.eta_s=0.005",
+                                                "allreduce.reset=drop"]),
+            ("Marsit-100, `allreduce.reset=drop`", ["algorithm=marsit", "allreduce.K=100", "allreduce.eta_s=0.005",
+                                                 "allreduce.reset=drop"]),
             ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
         ], seeds=(0, 1, 2), common=tuple(_MARSIT_IID), columns=("per_seed", "message_bytes", "bytes_sent_per_node")),
         Result("marsit_nesterov", "docs/results/marsit.md", [
             ("PSGD", ["algorithm=psgd"]),
-            ("Marsit, K = 0 (η_s 0.01)", ["algorithm=marsit", "marsit.K=0", "marsit.eta_s=0.01"]),
-            ("Marsit-100 (η_s 0.01)", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.01"]),
-            ("Marsit-100, `marsit.reset=drop`", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.01",
-                                                 "marsit.reset=drop"]),
-            ("signSGD, cascading re-signing (η_s 0.002)", ["algorithm=signsgd", "marsit.eta_s=0.002"]),
+            ("Marsit, K = 0 (η_s 0.01)", ["algorithm=marsit", "allreduce.K=0", "allreduce.eta_s=0.01"]),
+            ("Marsit-100 (η_s 0.01)", ["algorithm=marsit", "allreduce.K=100", "allreduce.eta_s=0.01"]),
+            ("Marsit-100, `allreduce.reset=drop`", ["algorithm=marsit", "allreduce.K=100", "allreduce.eta_s=0.01",
+                                                 "allreduce.reset=drop"]),
+            ("signSGD, cascading re-signing (η_s 0.002)", ["algorithm=signsgd", "allreduce.eta_s=0.002"]),
             ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
         ], seeds=(0, 1, 2), common=("nodes=8", "topology=ring", "skew=0", "optimizer.momentum=0.9"),
             columns=("per_seed",)),
         Result("marsit_mnist", "docs/results/marsit.md", [
             ("PSGD", ["algorithm=psgd"]),
-            ("Marsit, K = 0", ["algorithm=marsit", "marsit.K=0", "marsit.eta_s=0.005"]),
-            ("Marsit-30", ["algorithm=marsit", "marsit.K=30", "marsit.eta_s=0.005"]),
-            ("Marsit-100", ["algorithm=marsit", "marsit.K=100", "marsit.eta_s=0.005"]),
-            ("signSGD, cascading re-signing", ["algorithm=signsgd", "marsit.eta_s=0.002"]),
+            ("Marsit, K = 0", ["algorithm=marsit", "allreduce.K=0", "allreduce.eta_s=0.005"]),
+            ("Marsit-30", ["algorithm=marsit", "allreduce.K=30", "allreduce.eta_s=0.005"]),
+            ("Marsit-100", ["algorithm=marsit", "allreduce.K=100", "allreduce.eta_s=0.005"]),
+            ("signSGD, cascading re-signing", ["algorithm=signsgd", "allreduce.eta_s=0.002"]),
             ("EF-signSGD, per-hop re-compression", ["algorithm=ef_signsgd"]),
         ], common=(*_MARSIT_IID, *_MNIST, "data.subset=0.1", "data.test_subset=2000", "epochs=10",
                    "optimizer.milestones=[6,8]"),
@@ -174,8 +174,8 @@ _GOSSIP = ["algorithm=dpsgd compression=identity", "algorithm=choco compression=
 PRICED: dict[str, Priced] = {
     p.name: p for p in [
         Priced("time_to_accuracy", "docs/results/time_to_accuracy.md", sweeps=[
-            ("tta_allreduce", ["algorithm=psgd", "algorithm=marsit marsit.K=0 marsit.eta_s=0.005",
-                               "algorithm=signsgd marsit.eta_s=0.002"],
+            ("tta_allreduce", ["algorithm=psgd", "algorithm=marsit allreduce.K=0 allreduce.eta_s=0.005",
+                               "algorithm=signsgd allreduce.eta_s=0.002"],
              ["topology=ring", "optimizer.momentum=0", *_NET, *_TTA]),
             ("tta_gossip", _GOSSIP, ["topology=directed_ring", *_NET, *_TTA]),
             ("tta_int8", ["algorithm=choco compression=topk precision=int8"], ["topology=directed_ring", *_NET, *_TTA]),

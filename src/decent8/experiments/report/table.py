@@ -1,6 +1,7 @@
 """The markdown table of ``report.md`` in the paper's layout."""
 from __future__ import annotations
 
+from ...figstyle.axes import unit_of
 from ..aggregate import format_mean_se
 from .layout import _AXIS_TITLES, _ROW_TITLES, _mean, _paper_value, cell_values, layout, rows_of
 from .load import Sweep
@@ -10,13 +11,27 @@ def _fmt(v: float | None, digits: int = 2) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
+def _data_unit(sw: Sweep) -> tuple[float, str]:
+    """The byte unit the data column is written in: the one that fits the largest value
+    (ours, or the paper's when the preset carries them), so 467 KB is not "0.000467 GB"."""
+    sent = [float(c.summary["bytes_sent_per_node"]) for c in sw.cells
+            if c.summary and isinstance(c.summary.get("bytes_sent_per_node"), (int, float))]
+    return unit_of(max(sent)) if sent and max(sent) > 0 else (1e9, "GB")
+
+
+def _paper_gb(v: object, scale: float) -> str:
+    """The paper's data per node (in GB) in the table's unit."""
+    return f"{float(v) * 1e9 / scale:.3g}" if isinstance(v, (int, float)) else "—"
+
+
 def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, list[float]]:
     """The paper-layout table and the list of (ours − paper) differences."""
     prefix, row_axes, columns = layout(sw)
     rows = rows_of(sw, row_axes)
     has_precision = any("precision" in c.labels for c in sw.cells)
     headers = [_ROW_TITLES.get(k, k) for k in prefix] + [_AXIS_TITLES.get(a, a) for a in row_axes]
-    headers.append("Data/node (GB) FP / LP" if has_precision else "Data/node (GB)")
+    scale, unit = _data_unit(sw)
+    headers.append(f"Data/node ({unit}) FP / LP" if has_precision else f"Data/node ({unit})")
     headers += list(columns)
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
     deltas: list[float] = []
@@ -25,14 +40,14 @@ def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, 
         data = []
         groups = ("fp32", "int8") if has_precision else (None,)
         for prec in groups:
-            b = [c.summary["bytes_sent_per_node"] / 1e9 for c in cells_in_row  # type: ignore[index]
+            b = [c.summary["bytes_sent_per_node"] / scale for c in cells_in_row  # type: ignore[index]
                  if (prec is None or c.labels.get("precision") == prec) and "bytes_sent_per_node" in c.summary]
             data.append(f"{_mean(b):.3g}" if b else "—")
         data_txt = " / ".join(data)
         comp = dict(zip(row_axes, row)).get("comp")
         paper_gb = sw.paper_data_gb.get(str(comp)) if comp is not None else None
         if isinstance(paper_gb, dict):
-            data_txt += " [" + " / ".join(str(paper_gb.get(p, "—")) for p in ("fp32", "int8")) + "]"
+            data_txt += " [" + " / ".join(_paper_gb(paper_gb.get(p), scale) for p in ("fp32", "int8")) + "]"
         out = [str(v) for v in prefix.values()] + list(row) + [data_txt]
         for label, spec in columns.items():
             done, n_all = cell_values(sw, row_axes, row, spec or {}, metric)
