@@ -35,6 +35,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
+@pytest.mark.slow   # a cold torch.compile (> 50 s on 2 loaded cores)
 def test_compiled_and_eager_steps_give_the_same_parameters(one_thread):
     # FP32, 8 nodes, Choco-SGD: 100 steps (the issue's parity bar: 1e-5 relative). Exact
     # gossip (identity): top-k's selection is discontinuous, and a rounding-level difference
@@ -120,6 +121,7 @@ def test_true_reports_a_model_it_cannot_compile_in_one_line(monkeypatch):
         engine.train_step(*batches[0], 0.05)
 
 
+@pytest.mark.slow   # a cold torch.compile (> 50 s on 2 loaded cores)
 def test_the_run_records_what_it_compiled(tmp_path):
     import json
 
@@ -147,6 +149,7 @@ def test_the_run_records_what_it_compiled(tmp_path):
     assert "chunk: '1'" in (tmp_path / "c" / "config.yaml").read_text()
 
 
+@pytest.mark.slow   # a cold torch.compile (> 50 s on 2 loaded cores)
 def test_auto_snapshots_only_until_a_whole_step_has_run_compiled(monkeypatch):
     engine, batches = _engine("sim.chunk=3")  # chunks of 3, 3 and 2 nodes: two compiled shapes
     engine.model.compile(strict=False)
@@ -173,6 +176,7 @@ def test_dither_operator_has_a_vmap_rule(capfd):
     assert "performance drop" not in capfd.readouterr().err
 
 
+@pytest.mark.slow   # a cold torch.compile (> 50 s on 2 loaded cores)
 def test_compiled_8bit_chunks_under_vmap_train_like_eager(one_thread):
     """sim.chunk=8 with sim.compile: the quantizers' straight-through and gradient-quantizing
     backward survive tracing under vmap (torch 2.13 drops an autograd function's backward
@@ -184,6 +188,7 @@ def test_compiled_8bit_chunks_under_vmap_train_like_eager(one_thread):
     assert _rel(_train(compiled, batches, 1), ref) <= 2e-5
 
 
+@pytest.mark.slow   # a cold torch.compile (> 50 s on 2 loaded cores)
 def test_compiled_quantizers_under_vmap_match_eager():
     """Forward values and gradients of the three quantizers, vmapped over 4 nodes whose
     scales differ 1000-fold, compiled and eager: the same draws, so the same numbers, and

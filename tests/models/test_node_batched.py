@@ -117,6 +117,7 @@ def test_sim_chunk_grammar():
             parse_execution(bad)
 
 
+@pytest.mark.slow   # times every layer execution of a real run (> 3 min on 2 loaded cores)
 def test_auto_times_the_layers_and_the_run_records_them(tmp_path):
     torch.manual_seed(0)
     x, y = torch.randn(256, 1, 8, 8), torch.randint(0, 3, (256,))
