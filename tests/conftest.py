@@ -1,6 +1,8 @@
 """Test-wide set-up: the documented numbers' AVX2 kernels; decoded data sets go to a temporary cache, not ~/.cache.
 
-The ``slow`` marker (registered in pyproject.toml) tags the long accuracy and
+The suite runs on every core with pytest-xdist (``-n auto --dist loadfile`` in
+pyproject.toml: a file's tests stay on one worker, so module fixtures run once);
+``-n 0`` runs it in one process. The ``slow`` marker (registered in pyproject.toml) tags the long accuracy and
 multi-process tests; ``python3 -m pytest -m "not slow"`` is the fast subset.
 """
 from __future__ import annotations
@@ -12,6 +14,23 @@ from decent8.experiments.regenerate import use_reference_kernels
 # The documented numbers' CPU kernels (AVX2), chosen before any test runs a kernel: the tests
 # that rerun a documented table compare exact digits, and AVX-512 kernels round differently.
 use_reference_kernels()
+
+
+def _share_cores_between_workers() -> None:
+    """Under pytest-xdist (``-n auto`` in pyproject.toml) each worker gets its share of the
+    cores, and the processes a test starts inherit it (no oversubscription)."""
+    import os
+
+    import torch
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+
+
+_share_cores_between_workers()
 
 
 @pytest.fixture
