@@ -187,6 +187,13 @@ class ClockConfig:
 
 
 @dataclass
+class EvalConfig:
+    """Evaluation at scale (issue 32; train/eval_nodes.py, Engine.evaluate)."""
+    nodes: str = "all"              # all | N: intermediate evaluations test a seeded sample of N nodes' own models; the last epoch's and the final evaluation test all
+    node_chunk: int = 256           # nodes whose models are evaluated at a time (bounds the [chunk, batch, classes] outputs)
+
+
+@dataclass
 class DistConfig:
     """Node blocks over torch.distributed ranks (comm/block.py, comm/placement.py)."""
     ranks: Optional[int] = None     # backend=distributed: R processes, each holding a block of the nodes (null: one process per node); simulator: the placement the clock times
@@ -230,6 +237,7 @@ class TrainConfig:
     device_model: DeviceModelConfig = field(default_factory=DeviceModelConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     clock: ClockConfig = field(default_factory=ClockConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     dist: DistConfig = field(default_factory=DistConfig)
 
 
@@ -248,7 +256,8 @@ def partition_label(cfg: TrainConfig, ascii_only: bool = False) -> str:
 #: compare configs without them; sim.chunk=auto is resolved to the chunk the run timed).
 #: data.eval_batch_size only splits the test set into calls: per-sample outputs are the same
 #: (bitwise for ResNet-20 at 128 and 1024, benchmarks/eval_batch.py), and on CPU 128 is 2x faster
-EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.compile", "data.eval_batch_size"})
+EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.compile", "data.eval_batch_size",
+                               "eval.node_chunk"})
 
 GROUPS = tuple(f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory))  # type: ignore[arg-type]
 

@@ -20,7 +20,7 @@ _LAZY: dict[str, str] = {
     "optimizer_kind_for": "factory", "names_of": "factory",
     "DPSGD": "dpsgd", "SGP": "dpsgd", "DeepSqueeze": "deepsqueeze", "SparsePush": "deepsqueeze",
     "ChocoSGD": "choco", "ChocoPush": "choco", "GradientTracking": "gt", "D2": "d2", "GUT": "gut", "QGGUTm": "gut",
-    "RelaySGD": "relaysgd", "PSGD": "psgd", "Marsit": "marsit", "SignSGD": "signsgd", "EFSignSGD": "ef_signsgd",
+    "RelaySGD": "relaysgd", "ADPSGD": "adpsgd", "PSGD": "psgd", "Marsit": "marsit", "SignSGD": "signsgd", "EFSignSGD": "ef_signsgd",
 }
 
 

@@ -33,6 +33,8 @@ _BUILTIN: dict[str, str] = {
     "gut": "gut:GUT",
     "qg_gutm": "gut:QGGUTm",
     "relaysgd": "relaysgd:RelaySGD",
+    # asynchronous gossip (issue 33): an event-driven run (train/async_gossip.py), simulator only
+    "adpsgd": "adpsgd:ADPSGD",
     # all-reduce algorithms (docs/algorithms.md §10)
     "psgd": "psgd:PSGD",
     "marsit": "marsit:Marsit",

@@ -177,7 +177,10 @@ def check_scalars(cfg: TrainConfig) -> None:
     from ..topology.graphs import MAX_NODES
     if cfg.nodes > MAX_NODES:
         raise ConfigError("nodes", f"at most {MAX_NODES} nodes, got {cfg.nodes}")
-    algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass
+    algorithm_type = algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass
+    if getattr(algorithm_type, "event_driven", False) and cfg.backend != "simulator":  # before any rendezvous
+        raise ConfigError("backend", f"{cfg.algorithm.name} runs in the simulator only (backend=simulator): its "
+                                     f"atomic pairwise averages need one-sided communication (docs/algorithms.md §13)")
     _number("allreduce.eta_s", cfg.allreduce.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
     _number("allreduce.K", cfg.allreduce.K, lo=0, integer=True)
     if cfg.allreduce.reset not in RESETS:

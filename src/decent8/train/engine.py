@@ -66,51 +66,81 @@ class Engine:
 
     @torch.no_grad()
     def evaluate(self, x_test, y_test: torch.Tensor, batch_size: int = 1024,
-                 class_weights: torch.Tensor | None = None) -> dict[str, object]:
+                 class_weights: torch.Tensor | None = None, nodes=None, node_chunk: int = 256) -> dict[str, object]:
         """SPEC §8: each node's own test loss (and accuracy, for classification), the
         averaged model's, and the consensus distance. ``class_weights`` ``[k, C]``: each
         local node's weight per test label (its training label share over the test's,
         see :func:`decent8.train.personal.class_weights`) — adds each node's personalized
-        accuracy Σ_s w(y_s)·[right_s] / Σ_s w(y_s) from the same logits."""
+        accuracy Σ_s w(y_s)·[right_s] / Σ_s w(y_s) from the same logits.
+
+        Evaluation at scale (issue 32, :mod:`.eval_nodes`): ``nodes`` (global ids; None:
+        all) are the nodes whose own models are tested; they run ``node_chunk`` at a time,
+        so the outputs held at once are ``[node_chunk, batch_size, classes]``. Per-node
+        statistics (mean, min, max, 10th percentile) are over the tested nodes
+        (``evaluated_nodes``); the averaged model and the consensus distance over all."""
         x = self.params()
         task = self.model.task
         n_test = y_test.shape[0]
-        node_loss = torch.zeros(x.shape[0], device=x.device, dtype=torch.float64)
-        node_correct = torch.zeros(x.shape[0], device=x.device, dtype=torch.float64)
+        k = x.shape[0]
+        wanted = None if nodes is None else set(int(i) for i in nodes)
+        sel = [p for p, g in enumerate(self.comm.local_nodes) if wanted is None or g in wanted]
+        nan = float("nan")
+        node_loss = torch.full((k,), nan, device=x.device, dtype=torch.float64)
+        node_correct = torch.full((k,), nan, device=x.device, dtype=torch.float64)
         x_bar = self.comm.mean_over_nodes(x)
         # the averaged model runs with the node-averaged buffers (running statistics), if any
         b_bar = None if self.model.buffers is None else self.comm.mean_over_nodes(self.model.buffers).unsqueeze(0)
         # model.norm_stats=average: node models also use b̄ (else their own buffers)
-        b_nodes = b_bar.expand(x.shape[0], -1).contiguous() if b_bar is not None and self.norm_stats == "average" else None
+        b_nodes = b_bar.expand(k, -1) if b_bar is not None and self.norm_stats == "average" else self.model.buffers
         avg_loss = torch.zeros((), device=x.device, dtype=torch.float64)
         avg_correct = torch.zeros((), device=x.device, dtype=torch.float64)
         personal = class_weights is not None and getattr(task, "correct_mask", None) is not None
-        if personal:
-            pers_right = torch.zeros(x.shape[0], device=x.device, dtype=torch.float64)
-            pers_total = torch.zeros(x.shape[0], device=x.device, dtype=torch.float64)
+        pers_right = torch.full((k,), nan, device=x.device, dtype=torch.float64)
+        pers_total = torch.ones(k, device=x.device, dtype=torch.float64)
+        step = max(1, int(node_chunk))
+        for c0 in range(0, len(sel), step):
+            rows = sel[c0:c0 + step]
+            p = torch.tensor(rows, device=x.device)
+            xs = x if len(rows) == k else x[p]
+            bs = None if b_nodes is None else (b_nodes if len(rows) == k else b_nodes[p]).contiguous()
+            loss_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
+            correct_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
+            right_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
+            total_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
+            for i in range(0, n_test, batch_size):
+                xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
+                logits = self.model.logits(xs, xb, buffers=bs)
+                loss, correct = task.eval_sums(logits, yb)
+                loss_c += loss
+                if correct is not None:
+                    correct_c += correct
+                if personal:
+                    w = class_weights[p][:, yb.reshape(-1).long()]          # [c, N]
+                    right_c += (w * task.correct_mask(logits, yb)).sum(1)
+                    total_c += w.sum(1)
+            node_loss[p] = loss_c
+            node_correct[p] = correct_c
+            pers_right[p] = right_c
+            pers_total[p] = total_c
         for i in range(0, n_test, batch_size):
             xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
-            logits = self.model.logits(x, xb, buffers=b_nodes)
-            loss, correct = task.eval_sums(logits, yb)
-            if personal:
-                w = class_weights[:, yb.reshape(-1).long()]            # [k, N]
-                pers_right += (w * task.correct_mask(logits, yb)).sum(1)
-                pers_total += w.sum(1)
-            node_loss += loss
             loss, avg_c = task.eval_sums(self.model.logits(x_bar.unsqueeze(0), xb, buffers=b_bar), yb)
             avg_loss += loss[0]
-            if correct is not None:
-                node_correct += correct
+            if avg_c is not None:
                 avg_correct += avg_c[0]
         all_loss = self.comm.gather_nodes(node_loss / n_test).double().cpu()
+        tested = ~torch.isnan(all_loss)
         dist = self.comm.gather_nodes(((x - x_bar) ** 2).sum(1)).double().cpu()
         out: dict[str, object] = {
-            "mean_node_loss": all_loss.mean().item(),
+            "mean_node_loss": all_loss[tested].mean().item(),
             "averaged_model_loss": avg_loss.item() / n_test,
             "consensus_distance": dist.mean().item(),
+            "evaluated_nodes": int(tested.sum()),
         }
+        if not bool(tested.all()):
+            out["evaluated_node_ids"] = torch.nonzero(tested).reshape(-1).tolist()
         if task.classification:
-            all_acc = self.comm.gather_nodes(node_correct / n_test).double().cpu()
+            all_acc = self.comm.gather_nodes(node_correct / n_test).double().cpu()[tested]
             out.update({
                 "mean_node_accuracy": all_acc.mean().item(),
                 "min_node_accuracy": all_acc.min().item(),
@@ -120,7 +150,7 @@ class Engine:
                 "p10_node_accuracy": torch.quantile(all_acc, 0.1).item(),
             })
             if personal:
-                pers = self.comm.gather_nodes(pers_right / pers_total.clamp_min(1e-300)).double().cpu()
+                pers = self.comm.gather_nodes(pers_right / pers_total.clamp_min(1e-300)).double().cpu()[tested]
                 out.update({
                     "mean_personalized_accuracy": pers.mean().item(),
                     "min_personalized_accuracy": pers.min().item(),

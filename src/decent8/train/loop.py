@@ -369,8 +369,18 @@ class Session:
         self.timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
         self.start_epoch, self.wall_before, self.rows = 0, 0.0, []
         state = load_resume_checkpoint(run, comm) if resumed else None
+        #: AD-PSGD: the epochs are simulated events, not rounds (async_gossip.py)
+        self.runner = None
+        if getattr(c.algorithm, "event_driven", False):
+            from .async_gossip import AsyncGossipRunner
+            ds = c.dataset
+            self.runner = AsyncGossipRunner(
+                c, self.engine, to_device(ds.x_train, c.device), ds.y_train.to(c.device),
+                lambda nodes: make_batch_transform(ds, cfg.data.augment, cfg.seed, nodes, c.device))
         if state is not None:
             load_engine_state(self.engine, state, run)
+            if self.runner is not None:
+                self.runner.load_state_dict(state.get("async"))
             self.start_epoch, self.wall_before = int(state["epoch"]), float(state["wall_time_s"])
             if self.start_epoch > cfg.epochs:
                 raise ConfigError("resume", f"the checkpoint in {run.path} is of epoch {self.start_epoch}, but the "
@@ -394,6 +404,9 @@ class Session:
         from .personal import class_weights
         pers_w = class_weights(c.parts, ds.y_train, ds.y_test)
         self.pers_w = pers_w[comm.local_nodes].to(c.device) if pers_w is not None else None
+        from .eval_nodes import check_node_chunk, eval_sample, parse_eval_nodes
+        self.eval_sample = eval_sample(cfg.seed, cfg.nodes, parse_eval_nodes(cfg.eval.nodes, cfg.nodes))  # issue 32
+        self.node_chunk = check_node_chunk(cfg.eval.node_chunk)
 
     def diverged(self, when: str, epoch: int, consensus: bool = False) -> TrainingError:
         """The message for a run that went non-finite: what to lower (the algorithm's
@@ -405,17 +418,19 @@ class Session:
                  self.run.file(checkpoint_name(self.comm)).exists() else "; no checkpoint was written")
         return TrainingError(f"training diverged {when}; lower {' or '.join(knobs)}{now}{where}")
 
-    def evaluate(self, epoch: float, train_loss: float, lr: float) -> dict[str, Any]:
-        """One metrics row (SPEC §8)."""
+    def evaluate(self, epoch: float, train_loss: float, lr: float, every_node: bool = True) -> dict[str, Any]:
+        """One metrics row (SPEC §8); ``every_node=False``: the ``eval.nodes`` sample only."""
         c, comm, timer = self.c, self.comm, self.timer
-        m = self.engine.evaluate(self.x_test, self.y_test, self.cfg.data.eval_batch_size, class_weights=self.pers_w)
+        m = self.engine.evaluate(self.x_test, self.y_test, self.cfg.data.eval_batch_size, class_weights=self.pers_w,
+                                 nodes=None if every_node else self.eval_sample, node_chunk=self.node_chunk)
         bytes_all = comm.gather_nodes(comm.bytes_sent.to(c.device)).double().cpu()
         split = comm.mean_over_nodes(torch.tensor([timer.interval()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
         return {"epoch": epoch, "step": self.engine.step_count, "lr": lr, "train_loss": train_loss, **m,
                 "bytes_sent_per_node": bytes_all.mean().item(),
                 "wall_time_s": self.wall_before + time.perf_counter() - self.t0,
-                "sim_time_s": timer.sim_time_s, "measured_compute_s": split[0], "measured_comm_s": split[1]}
+                "sim_time_s": timer.sim_time_s, "measured_compute_s": split[0], "measured_comm_s": split[1],
+                **(self.runner.metrics() if self.runner is not None else {})}
 
     def run_epochs(self) -> None:
         """The training epochs left: steps, evaluation, metrics, plots, checkpoints."""
@@ -426,7 +441,8 @@ class Session:
             if self.cfg.checkpoint:
                 save_checkpoint(self.run, self.comm, {
                     "epoch": epoch + 1, "wall_time_s": self.wall_before + time.perf_counter() - self.t0,
-                    "engine": self.engine.state_dict(), "config": to_dict(self.cfg), "timing": self.timer.state_dict()})
+                    "engine": self.engine.state_dict(), "config": to_dict(self.cfg), "timing": self.timer.state_dict(),
+                    **({"async": self.runner.state_dict()} if self.runner is not None else {})})
             raise_pending()
         self.bar.close()
 
@@ -436,7 +452,9 @@ class Session:
         idx = c.sampler.epoch_indices(epoch)
         loss_sum = torch.zeros((), device=c.device)
         lr = c.schedule(epoch)
-        for s in range(steps):
+        if self.runner is not None:  # AD-PSGD: the epoch's n·steps events in simulated-time order
+            loss_sum, lr = self.runner.run_epoch(epoch, c.schedule)
+        for s in range(steps if self.runner is None else 0):
             lr = c.schedule(epoch + s / steps)
             batch = idx[:, s]
             xb = self.augment(take(self.x_train, batch), epoch * steps + s)
@@ -460,7 +478,7 @@ class Session:
 
     def record(self, epoch: int, train_loss: float, lr: float) -> None:
         """Evaluate after ``epoch``; the metrics row, the progress bar, the plots."""
-        row = self.evaluate(epoch + 1, train_loss, lr)
+        row = self.evaluate(epoch + 1, train_loss, lr, every_node=epoch + 1 == self.cfg.epochs)
         if not _finite(row):
             self.bar.close()
             raise self.diverged(f"in epoch {epoch + 1} (test loss {row['averaged_model_loss']}, consensus distance "
@@ -498,6 +516,7 @@ class Session:
                 self.run.write_metrics(rows)
                 plot_curves(rows, self.run.file("curves.png"), title=self.run.path.name)
         summary = run_summary(self.c, self.engine, self.timer, final, before, given)
+        summary["asynchronous"] = self.runner.summary() if self.runner is not None else None  # AD-PSGD: staleness
         raise_pending()
         if comm.is_main:
             self.run.write_summary(summary)

@@ -69,6 +69,9 @@ def check_plain(cfg: TrainConfig) -> None:
     _number("epochs", cfg.epochs, lo=1, hi=MAX_EPOCHS, integer=True)
     if cfg.eval_every < 1:
         raise ConfigError("eval_every", f"must be >= 1, got {cfg.eval_every}")
+    from .eval_nodes import check_node_chunk, parse_eval_nodes
+    parse_eval_nodes(cfg.eval.nodes, cfg.nodes)
+    check_node_chunk(cfg.eval.node_chunk)
     d = cfg.data
     if d.batch_size < 1:
         raise ConfigError("data.batch_size", f"must be >= 1, got {d.batch_size}")
