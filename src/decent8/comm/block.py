@@ -345,12 +345,7 @@ class BlockCommunicator(DistributedCommunicator):
         return self.permute_pass(chunk, [(i + 1) % n for i in range(n)])
 
     # -------------------------------------------------------------- reductions
-    def mean_over_nodes(self, x: torch.Tensor) -> torch.Tensor:
-        y = x.sum(dim=0).to(self.device).contiguous()
-        with self._collective("all_reduce"):
-            dist.all_reduce(y, op=dist.ReduceOp.SUM)
-        return (y / self.num_nodes).to(x.device)
-
+    # mean_over_nodes: the parent's (a sum of the local rows, all-reduced over the ranks)
     def gather_nodes(self, x: torch.Tensor) -> torch.Tensor:
         """All n rows in node order: blocks padded to the largest, all-gathered, placed."""
         kmax = max(len(b) for b in self.blocks)
