@@ -148,7 +148,9 @@ def test_d2_picks_a_valid_gamma_and_records_it():
     config = cfg("algorithm=d2", "compression=identity", "topology=ring", "nodes=8")
     c = build(config)
     # 8-node ring, 1/3 weights: λ_min(W) = −1/3, so γ < 1; the largest multiple of 0.01 is 0.99
-    assert c.gamma == 0.99 and config.algorithm.gamma == 0.99 and c.defaults["algorithm.gamma"] == 0.99
+    assert c.gamma == 0.99 and c.defaults["algorithm.gamma"] == 0.99
+    # recorded in the resolved config (config.yaml), not written into the user's
+    assert c.cfg.algorithm.gamma == 0.99 and config.algorithm.gamma is None
     assert build(cfg("algorithm=d2", "compression=identity", "topology=complete")).gamma == 1.0
 
 

@@ -129,7 +129,10 @@ class Engine:
             if avg_c is not None:
                 avg_correct += avg_c[0]
         all_loss = self.comm.gather_nodes(node_loss / n_test).double().cpu()
-        tested = ~torch.isnan(all_loss)
+        # which nodes were tested, from the selection (a diverged node's loss is NaN too)
+        chosen = torch.zeros(k, device=x.device, dtype=torch.float64)
+        chosen[sel] = 1.0
+        tested = self.comm.gather_nodes(chosen).cpu() > 0.5
         dist = self.comm.gather_nodes(((x - x_bar) ** 2).sum(1)).double().cpu()
         out: dict[str, object] = {
             "mean_node_loss": all_loss[tested].mean().item(),

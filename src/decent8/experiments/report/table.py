@@ -19,9 +19,14 @@ def _data_unit(sw: Sweep) -> tuple[float, str]:
     return unit_of(max(sent)) if sent and max(sent) > 0 else (1e9, "GB")
 
 
+def _amount(v: float) -> str:
+    """Three significant digits, never in exponent notation (1,500,000 rather than 1.5e+06)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
 def _paper_gb(v: object, scale: float) -> str:
     """The paper's data per node (in GB) in the table's unit."""
-    return f"{float(v) * 1e9 / scale:.3g}" if isinstance(v, (int, float)) else "—"
+    return _amount(float(v) * 1e9 / scale) if isinstance(v, (int, float)) else "—"
 
 
 def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, list[float]]:
@@ -42,7 +47,7 @@ def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, 
         for prec in groups:
             b = [c.summary["bytes_sent_per_node"] / scale for c in cells_in_row  # type: ignore[index]
                  if (prec is None or c.labels.get("precision") == prec) and "bytes_sent_per_node" in c.summary]
-            data.append(f"{_mean(b):.3g}" if b else "—")
+            data.append(_amount(_mean(b)) if b else "—")
         data_txt = " / ".join(data)
         comp = dict(zip(row_axes, row)).get("comp")
         paper_gb = sw.paper_data_gb.get(str(comp)) if comp is not None else None
