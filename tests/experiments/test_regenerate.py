@@ -49,3 +49,21 @@ def test_main_job_row_of_the_readme_reproduces_exactly(main_job_summary):
 def test_the_suite_runs_the_documented_numbers_kernels():
     # conftest selects them before any kernel runs; AVX-512 kernels would change the documented digits
     assert torch.backends.cpu.get_cpu_capability() == "AVX2"
+
+
+def test_importing_decent8_runs_no_kernel_so_the_kernel_family_stays_selectable():
+    """ATen fixes its CPU kernel family at the first kernel it runs; `regenerate` (and the
+    suite's conftest) select the documented numbers' AVX2 kernels after importing decent8, so
+    no decent8 module may run a kernel at import (a module-level torch.zeros did)."""
+    import subprocess
+    import sys
+
+    code = ("import os, torch\n"
+            "import decent8.cli.main, decent8.experiments.regenerate, decent8.train.loop, decent8.models, "
+            "decent8.quant, decent8.comm, decent8.timing, decent8.algorithms, decent8.compression\n"
+            "os.environ['ATEN_CPU_CAPABILITY'] = 'default'\n"
+            "print(torch.backends.cpu.get_cpu_capability())\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "DEFAULT"

@@ -4,7 +4,9 @@ with dropout, every kind of norm, a residual add and a HuggingFace transformer, 
 and at 8 bits (docs/execution.md "One config, one result").
 
 FP32: parameters after 20 steps agree with the loop's to 1e-5 relative (float summation
-order only). The compiled cases (a compiled loop and compiled vmap chunks, FP32 and 8-bit,
+order only) on inputs without exact max-pool ties (see _parts: with them, a tie that float
+order breaks the other way routes a gradient elsewhere, a ~1e-3 difference that no kernel-
+independent bound below covers). The compiled cases (a compiled loop and compiled vmap chunks, FP32 and 8-bit,
 against eager) are tests/models/test_compile.py's. 8 bits: every node draws the same stochastic-rounding dither from its own
 stream on every path, so one step agrees to 1e-5 (and lands 1e-3 away with other draws);
 over 20 steps the rounding decisions that the paths' different float summation orders flip
@@ -14,6 +16,7 @@ kernel-independent bound below.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -45,20 +48,34 @@ ALGORITHMS = {"choco_topk": ["algorithm=choco", "compression=topk", "compression
 _BUILT: dict[tuple[str, ...], object] = {}
 
 
-def _parts(overrides: list[str]):
+def _parts(overrides: list[str], jitter: bool = False):
     """The run's parts, built once per config (each run below starts them afresh)."""
-    key = tuple(overrides)
+    key = (*overrides, f"jitter={jitter}")
     if key not in _BUILT:
         _BUILT.clear()
         cfg = load_config(None, [f"nodes={NODES}", "progress=false", "data.batch_size=8", "optimizer.warmup_epochs=0",
                                  *overrides])
-        _BUILT[key] = build(cfg)
+        c = build(cfg)
+        if jitter:
+            _jitter(c)
+        _BUILT[key] = c
     return _BUILT[key]
 
 
+def _jitter(c) -> None:
+    """Fixed noise on the training images (FP32 comparisons).
+
+    Digits pixels take 17 values, so max-pool windows hold exact ties whose winner a 1e-8
+    difference in float order decides: one flipped winner moves a conv weight by ~5e-4 in
+    one step (seen with AVX-512 kernels). The jitter removes the exact ties; the paths then
+    differ by summation order only."""
+    noise = torch.randn(c.dataset.x_train.shape, generator=torch.Generator().manual_seed(0))
+    c.dataset = dataclasses.replace(c.dataset, x_train=c.dataset.x_train + 0.05 * noise)  # loaded data is shared
+
+
 def _run(overrides: list[str], strategy: Strategy, steps: int = STEPS, stream_seed: int | None = None,
-         compiled: bool = False) -> torch.Tensor:
-    c = _parts(overrides)
+         compiled: bool = False, jitter: bool = False) -> torch.Tensor:
+    c = _parts(overrides, jitter)
     model = copy.copy(c.model)  # the template module and layout shared; strategy, seed, buffers its own
     model.init_buffers(NODES)
     model.seed = c.model.seed if stream_seed is None else stream_seed
@@ -77,9 +94,9 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
-def _strategies(overrides: list[str]) -> list[Strategy]:
+def _strategies(overrides: list[str], jitter: bool = False) -> list[Strategy]:
     out = [strategy_for("vmap", 2), strategy_for("vmap", NODES)]
-    if not unsupported(_parts(overrides).model.module):
+    if not unsupported(_parts(overrides, jitter).model.module):
         out.append(strategy_for("layers", NODES))
     return out
 
@@ -91,9 +108,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
 @pytest.mark.parametrize("model", list(MODELS))
 def test_fp32_every_strategy_equals_the_loop(model, algorithm):
     ov = MODELS[model] + ALGORITHMS[algorithm]
-    ref = _run(ov, strategy_for("vmap", 1))
-    for strategy in _strategies(ov):
-        assert _rel(_run(ov, strategy), ref) <= 1e-5, strategy.spec
+    ref = _run(ov, strategy_for("vmap", 1), jitter=True)
+    for strategy in _strategies(ov, jitter=True):
+        assert _rel(_run(ov, strategy, jitter=True), ref) <= 1e-5, strategy.spec
 
 
 @pytest.mark.parametrize("model", list(MODELS))

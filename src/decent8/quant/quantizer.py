@@ -478,7 +478,7 @@ def quantize_grad(x: torch.Tensor, bits: int = 8, stochastic: bool = True, node_
     return _apply(_QuantizeGrad, _QuantizeGradPlain, x, bits, stochastic, node_dim, stream)
 
 
-_NO_KEYS = torch.zeros(0, dtype=torch.int64)
+_NO_KEYS = torch.empty(0, dtype=torch.int64)  # empty, not zeros: no kernel runs at import (the kernel family stays selectable)
 _quantize_grad_op = None
 if hasattr(torch.library, "custom_op"):  # torch >= 2.4
     @torch.library.custom_op("decent8::quantize_grad_v2", mutates_args=())
