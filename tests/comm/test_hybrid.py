@@ -28,6 +28,7 @@ from decent8.comm.placement import (block_placement, block_sizes, crossing_edges
 from decent8.errors import ConfigError
 from decent8.timing.network import NetworkModel
 from decent8.topology import make_topology
+from tests._gloo import wait_nodes
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hybrid_steps import CASES, STEPS, UNEVEN, config, run_steps  # noqa: E402
@@ -116,12 +117,7 @@ def runs(tmp_path_factory):
     sim = {name: run_steps(config(case, str(graph), [])) for name, case in {**CASES, **UNEVEN}.items()}
     deadline = time.monotonic() + 600
     for R, group in groups:
-        while any(c is None for c in group.poll()):
-            if time.monotonic() > deadline:
-                group.stop()
-                pytest.fail(f"R={R} ranks still running")
-            time.sleep(0.2)
-        group.close()
+        wait_nodes(group, 600, f"R={R} ranks", deadline=deadline, poll_s=0.2)
         logs = "\n".join((root / f"logs-R{R}" / f"node{r}.log").read_text()[-3000:] for r in range(R))
         assert group.poll() == [0] * R, logs
     return root, sim
