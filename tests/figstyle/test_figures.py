@@ -67,6 +67,7 @@ LONG = ("a long title that a narrow figure must wrap, not clip: Choco-SGD with 9
         "directed ring at skew 0.8, 8-bit training, 60 epochs, three seeds")
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 def test_run_figures(tmp_path, drawn):
     from decent8.data.class_table import plot_class_heatmap
     from decent8.timing.plots import plot_time
@@ -189,6 +190,7 @@ def _sweep(root, seeds: int):
     return root
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 @pytest.mark.parametrize("seeds", [1, 3])
 def test_report_figures(tmp_path, drawn, seeds):
     from decent8.experiments.report import build_report
