@@ -492,7 +492,7 @@ def test_a_peer_sending_a_malformed_message_stops_both_ranks_with_one_line(kind,
     assert "node 1 sent a malformed" in logs[0] and "seen by node 0" in logs[0], logs
 
 
-@pytest.mark.slow   # 21 short processes and their resumes, two at a time: about 1 min on 2 cores
+@pytest.mark.slow   # 21 short forked runs and their resumes, two at a time: 327 s on 2 cores at load 8 (was 483 s)
 def test_signals_at_random_moments_all_stop_the_run_and_resume_identically(tmp_path, one_thread):
     """20 signals (SIGINT / SIGTERM alternating) at random moments of runs that write their
     plots every epoch: every one stops the run with 130 / 143 and the resume line, and each
