@@ -7,6 +7,9 @@ multi-process tests; ``python3 -m pytest -m "not slow"`` is the fast subset.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from decent8.experiments.regenerate import use_reference_kernels
@@ -19,8 +22,6 @@ use_reference_kernels()
 def _share_cores_between_workers() -> None:
     """Under pytest-xdist (``-n auto`` in pyproject.toml) each worker gets its share of the
     cores, and the processes a test starts inherit it (no oversubscription)."""
-    import os
-
     import torch
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
@@ -57,10 +58,27 @@ def _temporary_cache(tmp_path_factory):
     mp.undo()
 
 
+def _session_folder(tmp_path_factory) -> Path:
+    """A folder of this pytest session that its xdist workers share (each worker's temporary
+    folder sits in it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def main_job_summary(tmp_path_factory):
     """The README's main job (`decent8 train`, seed 0, the documented execution), run once per
-    session: test_regenerate compares its row with the README, test_digits_accuracy uses it as
-    the non-IID (skew 0.8) Choco run."""
+    session, whichever xdist workers ask for it (a lock and run_one's summary cache in the
+    session's shared folder): test_regenerate compares its row with the README,
+    test_digits_accuracy uses it as the non-IID (skew 0.8) Choco run."""
+    import fcntl
+    import json
+
     from decent8.experiments.regenerate import RESULTS, run_one
-    return run_one(RESULTS["main_job"], 0, 0, str(tmp_path_factory.mktemp("main_job")))
+
+    shared = _session_folder(tmp_path_factory)
+    with open(shared / "main_job.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)     # the other worker waits for the run, then reads its summary
+        run_one(RESULTS["main_job"], 0, 0, str(tmp_path_factory.mktemp("main_job")), cache=str(shared / "main_job"))
+    (summary,) = (shared / "main_job").glob("*.json")
+    return json.loads(summary.read_text(encoding="utf-8"))

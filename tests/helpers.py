@@ -41,3 +41,13 @@ def engine_trajectory(overrides: list[str], steps: int) -> list[torch.Tensor]:
         engine.train_step(x_train[batch], y_train[batch], lr=0.1)
         out.append(engine.params().clone())
     return out
+
+
+def table3_report_spec() -> dict:
+    """A sweep.json's "report" and "paper" entries shaped like the Table 3 preset's (ResNet-20 rows by
+    skew; the DS / LP-DS / Choco / LP-Choco columns; the paper's skew-0 row), for synthetic sweeps."""
+    columns = {"DS": ("deepsqueeze", "fp32"), "LP-DS": ("deepsqueeze", "int8"), "Choco": ("choco", "fp32"),
+               "LP-Choco": ("choco", "int8")}
+    return {"report": {"rows": {"model": "ResNet-20"}, "row_axes": ["skew"], "figure": "Figure 4",
+                       "columns": {k: {"algorithm": a, "precision": p} for k, (a, p) in columns.items()}},
+            "paper": [{"skew": 0.0, "DS": 90.56, "LP-DS": 90.57, "Choco": 90.96, "LP-Choco": 90.30}]}

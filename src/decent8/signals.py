@@ -25,10 +25,12 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def _unraisable(hook: Any) -> Any:
-    """``sys.unraisablehook`` that stays silent for a recorded signal's swallowed exception
-    (its "Exception ignored in …" traceback); :func:`raise_pending` reports it in one line."""
+    """``sys.unraisablehook`` that stays silent once a signal is recorded: the signal's own
+    swallowed exception, and what it leaves behind (a finalizer of an object whose
+    ``__init__`` the signal cut short, e.g. pyparsing's ``Forward.__del__`` while matplotlib
+    builds its parser, raises AttributeError); :func:`raise_pending` reports it in one line."""
     def quiet(info: Any) -> None:
-        if _pending and isinstance(info.exc_value, KeyboardInterrupt):
+        if _pending:
             return
         hook(info)
     return quiet
@@ -46,6 +48,9 @@ def install() -> dict[Any, Any]:
 
 
 def restore(previous: dict[Any, Any]) -> None:
+    if _pending:   # collect what the signal left half-built while the quiet hook is still in place
+        import gc
+        gc.collect()
     for s, h in previous.items():
         if s == "unraisablehook":
             sys.unraisablehook = h

@@ -60,6 +60,7 @@ def test_the_example_is_short_and_decent8_does_not_know_it():
     assert code
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 def test_the_example_trains_in_the_simulator_gossiping_every_fourth_step(sim_run):
     s = json.loads((sim_run / "summary.json").read_text())
     assert s["algorithm"] == "my_algorithm:MyAlgorithm" and s["compression"] == "topk"
@@ -71,6 +72,7 @@ def test_the_example_trains_in_the_simulator_gossiping_every_fourth_step(sim_run
     assert s["bytes_sent_per_node"] == pytest.approx(choco_bytes * (steps // 4 + 3))
 
 
+@pytest.mark.slow   # three `decent8` processes (> 6 s on 2 cores): kept out of the fast subset (issue 30)
 def test_the_examples_own_option_sets_the_period_and_is_checked(user_folder):
     cfg = [c for c in CONFIG if not c.startswith(("epochs=", "algorithm.consensus_rounds="))]
     done = decent8(user_folder, "train", *cfg, "epochs=1", "algorithm.consensus_rounds=0",
@@ -88,6 +90,7 @@ def test_the_examples_own_option_sets_the_period_and_is_checked(user_folder):
         assert says in done.stderr
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 def test_the_same_parameters_on_4_gloo_processes(user_folder, sim_run):
     done = decent8(user_folder, "launch", "--nodes", "4", *CONFIG, "backend=distributed", "out_dir=runs",
                    "name=dist", "--quiet")
@@ -101,6 +104,7 @@ def test_the_same_parameters_on_4_gloo_processes(user_folder, sim_run):
     assert a["bytes_sent_per_node"] == b["bytes_sent_per_node"]
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 def test_a_killed_run_resumes_only_when_the_algorithm_is_named_again(user_folder, sim_run):
     run = user_folder / "runs" / "cut"
     p = subprocess.Popen([sys.executable, "-m", "decent8", "train", *CONFIG, "out_dir=runs", "name=cut", "--quiet"],

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
+
+from tests._gloo import wait_nodes
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not torch.distributed.is_available(),
@@ -92,15 +93,7 @@ def simulate(shape: str, rows, cols, name: str, K: int) -> dict:
 def run_nodes(command: list[str], log_dir, limit_s: float = 240) -> list[int]:
     from decent8.cli.launch_cmd import LocalNodes
 
-    group = LocalNodes(N, command, log_dir=log_dir)
-    deadline = time.monotonic() + limit_s
-    while any(c is None for c in group.poll()):
-        if time.monotonic() > deadline:
-            group.stop()
-            pytest.fail(f"nodes still running after {limit_s} s")
-        time.sleep(0.05)
-    group.close()
-    return list(group.poll())
+    return wait_nodes(LocalNodes(N, command, log_dir=log_dir), limit_s)
 
 
 def test_allreduce_algorithms_apply_the_same_bits_in_both_backends(tmp_path):

@@ -23,6 +23,7 @@ from decent8.cli.launch_cmd import LocalNodes
 from decent8.cli.main import main
 from decent8.config import load_config
 from decent8.train.loop import train
+from tests._gloo import wait_nodes
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not torch.distributed.is_available(), reason="needs torch.distributed")]
 
@@ -81,14 +82,7 @@ def load_state(path: Path) -> dict:
 
 
 def wait_all(group: LocalNodes, limit_s: float) -> list[int]:
-    deadline = time.monotonic() + limit_s
-    while any(c is None for c in group.poll()):
-        if time.monotonic() > deadline:
-            group.stop()
-            pytest.fail(f"nodes still running after {limit_s} s: {group.poll()}")
-        time.sleep(0.05)
-    group.close()
-    return [c for c in group.poll()]  # type: ignore[misc]
+    return wait_nodes(group, limit_s)
 
 
 def logs(log_dir: Path) -> list[str]:

@@ -28,6 +28,7 @@ from decent8.comm.placement import (block_placement, block_sizes, crossing_edges
 from decent8.errors import ConfigError
 from decent8.timing.network import NetworkModel
 from decent8.topology import make_topology
+from tests._gloo import wait_nodes
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hybrid_steps import CASES, STEPS, UNEVEN, config, run_steps  # noqa: E402
@@ -69,8 +70,8 @@ def test_links_between_ranks_get_their_own_profile_in_the_time_model():
     assert net.alpha[1, 0] == 1e-5 and net.alpha[2, 1] == 2e-3 and net.beta[3, 0] == 50.0 * 1e6 / 8
     # the simulator's clock: a ring over 2 ranks with slow links between them takes longer
     from decent8.train.loop import train
-    base = ["nodes=8", "device=cpu", "data.name=digits", "model=mlp", "model.width=8", "epochs=1", "progress=false",
-            "topology=ring", "algorithm=dpsgd", "compression=identity", "algorithm.consensus_rounds=0",
+    base = ["nodes=8", "device=cpu", "data.name=digits", "data.subset=400", "model=mlp", "model.width=8", "epochs=1",
+            "progress=false", "topology=ring", "algorithm=dpsgd", "compression=identity", "algorithm.consensus_rounds=0",
             "checkpoint=false", "tensorboard=false", "device_model=fixed", "device_model.step_s=0.01"]
     fast, _ = train(config_only(base + ["name=fast"]), quiet=True)
     slow, _ = train(config_only(base + ["name=slow", "dist.ranks=2", "dist.network=wifi"]), quiet=True)
@@ -116,17 +117,13 @@ def runs(tmp_path_factory):
     sim = {name: run_steps(config(case, str(graph), [])) for name, case in {**CASES, **UNEVEN}.items()}
     deadline = time.monotonic() + 600
     for R, group in groups:
-        while any(c is None for c in group.poll()):
-            if time.monotonic() > deadline:
-                group.stop()
-                pytest.fail(f"R={R} ranks still running")
-            time.sleep(0.2)
-        group.close()
+        wait_nodes(group, 600, f"R={R} ranks", deadline=deadline, poll_s=0.2)
         logs = "\n".join((root / f"logs-R{R}" / f"node{r}.log").read_text()[-3000:] for r in range(R))
         assert group.poll() == [0] * R, logs
     return root, sim
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 @pytest.mark.parametrize("R,placement", GROUPS)
 def test_blocks_on_R_ranks_end_with_the_simulators_parameters_and_bytes(runs, R, placement):
     root, sim = runs
@@ -160,6 +157,7 @@ def _blocks(owner, R):
     return blocks(owner, R)
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 @pytest.mark.parametrize("R,placement", GROUPS)
 def test_every_block_communicator_call_matches_the_simulator_rows(runs, R, placement):
     root, _ = runs
@@ -176,6 +174,7 @@ KILL_CONFIG = ["nodes=8", "device=cpu", "data.name=digits", "model=mlp", "model.
                "dist_timeout_s=20", "seed=3", "sim.chunk=1", "tensorboard=false"]
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 def test_a_killed_rank_is_named_with_its_nodes_and_resume_ends_like_the_uninterrupted_run(tmp_path):
     from decent8.train.loop import train
     (tmp_path / "logs").mkdir()

@@ -74,6 +74,7 @@ def test_run_folder_creation_is_atomic_and_refuses_an_existing_folder(tmp_path, 
     assert (first.path.name, second.path.name) == ("stem-aaaaaa", "stem-bbbbbb")
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 def test_curves_png_of_a_one_epoch_run_shows_its_points(three_seeds):
     from matplotlib.image import imread
 

@@ -13,6 +13,7 @@ from decent8.cli.main import main
 from decent8.config import TrainConfig, load_config
 from decent8.experiments.presets import canonical_label, list_presets, load_preset, make_plan, resolve_config_arg
 from decent8.experiments.report import build_report, load_sweep, markdown_table
+from tests.helpers import table3_report_spec
 
 PAPER = Path(__file__).resolve().parents[2] / "configs" / "paper"
 #: presets of decent8's own studies (not the paper's tables): their cell counts
@@ -274,12 +275,7 @@ def test_report_of_a_synthetic_sweep_folder(tmp_path, capsys):
             cells.append({"name": name, "labels": labels, "overrides": []})
     (sweep / "sweep.json").write_text(json.dumps({
         "title": "Synthetic", "scale": 0.1, "axes": ["skew", "algorithm", "precision"], "cells": cells,
-        "report": {"rows": {"model": "ResNet-20"}, "row_axes": ["skew"], "figure": "Figure 4",
-                   "columns": {"DS": {"algorithm": "deepsqueeze", "precision": "fp32"},
-                               "LP-DS": {"algorithm": "deepsqueeze", "precision": "int8"},
-                               "Choco": {"algorithm": "choco", "precision": "fp32"},
-                               "LP-Choco": {"algorithm": "choco", "precision": "int8"}}},
-        "paper": [{"skew": 0.0, "DS": 90.56, "LP-DS": 90.57, "Choco": 90.96, "LP-Choco": 90.30}]}))
+        **table3_report_spec()}))
     assert main(["report", str(sweep)]) == 0
     text = capsys.readouterr().out
     lines = [ln for ln in text.splitlines() if ln.startswith("|")]

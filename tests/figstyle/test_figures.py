@@ -12,6 +12,7 @@ import pytest
 
 import decent8.figstyle as figstyle
 from decent8.figstyle.layout import error_bars_from_one_seed, layout_problems
+from tests.helpers import table3_report_spec
 
 
 @pytest.fixture
@@ -66,6 +67,7 @@ LONG = ("a long title that a narrow figure must wrap, not clip: Choco-SGD with 9
         "directed ring at skew 0.8, 8-bit training, 60 epochs, three seeds")
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 def test_run_figures(tmp_path, drawn):
     from decent8.data.class_table import plot_class_heatmap
     from decent8.timing.plots import plot_time
@@ -184,15 +186,11 @@ def _sweep(root, seeds: int):
     (root / "sweep.json").write_text(json.dumps({
         "title": "Table 3 — CIFAR-10, ResNet-20, 8-node directed ring (a title as long as the presets' titles)",
         "scale": 0.05, "axes": ["skew", "algorithm", "precision", "seed"], "cells": cells,
-        "report": {"rows": {"model": "ResNet-20"}, "row_axes": ["skew"], "figure": "Figure 4",
-                   "columns": {"DS": {"algorithm": "deepsqueeze", "precision": "fp32"},
-                               "LP-DS": {"algorithm": "deepsqueeze", "precision": "int8"},
-                               "Choco": {"algorithm": "choco", "precision": "fp32"},
-                               "LP-Choco": {"algorithm": "choco", "precision": "int8"}}},
-        "paper": [{"skew": 0.0, "DS": 90.56, "LP-DS": 90.57, "Choco": 90.96, "LP-Choco": 90.30}]}))
+        **table3_report_spec()}))
     return root
 
 
+@pytest.mark.slow   # > 6 s on 2 cores: kept out of the fast subset (issue 30)
 @pytest.mark.parametrize("seeds", [1, 3])
 def test_report_figures(tmp_path, drawn, seeds):
     from decent8.experiments.report import build_report

@@ -177,7 +177,8 @@ def test_sim_time_in_every_metrics_line_and_summary_equals_the_formula(tmp_path)
     """Choco 99 % top-k, 4-node directed ring, fixed compute 10 ms, α = 1 ms, β = 8 Mbit/s
     (1e6 B/s), one out-neighbour: every step takes 0.01 + 0.001 + b/1e6 and every
     consensus round 0.001 + b/1e6, with b the real top-k payload."""
-    over = small_config(["epochs=2", "algorithm=choco", "algorithm.consensus_rounds=3", "device_model=fixed",
+    over = small_config(["epochs=2", "data.subset=400", "algorithm=choco", "algorithm.consensus_rounds=3",
+                         "device_model=fixed",
                          "device_model.step_s=0.01", "network=custom", "network.latency_s=0.001",
                          "network.bandwidth_mbit_s=8", f"out_dir={tmp_path}", "name=r"])
     summary, path = train(load_config(None, over), quiet=True)
@@ -272,7 +273,8 @@ def test_the_loop_waits_for_the_device_each_step_only_for_the_measured_device_mo
     import decent8.train.loop as loop
     calls = []
     monkeypatch.setattr(loop, "device_sync", lambda device: calls.append(device))
-    over = small_config(["epochs=2", "algorithm=choco", f"device_model={device_model}", "device_model.step_s=0.01",
+    over = small_config(["epochs=2", "data.subset=400", "algorithm=choco", f"device_model={device_model}",
+                         "device_model.step_s=0.01",
                          f"out_dir={tmp_path}", "name=r"])
     summary, _ = train(load_config(None, over), quiet=True)
     steps = summary["steps_per_epoch"]
