@@ -85,8 +85,8 @@ def test_preset_grid_and_paper_numbers_line_up(name):
         assert axis["skew"].labels == ["0", "0.5", "0.9"]
     elif name == "cifar10_findings_ring8":   # 10 epochs: a cosine decay without warm-up (measured better)
         assert opt["warmup_epochs"] == 0 and opt["lr"] == 0.1 and opt["schedule"] == "cosine"
-    elif name == "cifar10_findings_fast":   # issue 34's probes: 16 px, batch 16, lr 0.2 after a quarter-epoch warm-up
-        assert opt["warmup_epochs"] == 0.25 and opt["lr"] == 0.2 and opt["schedule"] == "cosine"
+    elif name == "cifar10_findings_fast":   # issue 34's probes: 16 px, batch 16, lr 0.1 (Table 3; 0.2 diverged at 8 bits) after a quarter-epoch warm-up
+        assert opt["warmup_epochs"] == 0.25 and opt["lr"] == 0.1 and opt["schedule"] == "cosine"
         assert cfg["data"]["image_size"] == 16 and cfg["data"]["batch_size"] == 16 and cfg["epochs"] == 5
     else:
         assert opt["warmup_epochs"] == 1 and opt["lr"] in (0.1, 0.01)
