@@ -32,8 +32,10 @@ __all__ = [
 #: The builders here return dense n × n matrices (and W's spectrum is computed densely):
 #: at most this many nodes. Above it, topology/sparse.py builds the sparse graphs.
 DENSE_MAX_NODES = 4096
-#: at most this many nodes at all (sparse topologies, topology/sparse.py; issue 32)
-MAX_NODES = 1_000_000
+#: at most this many nodes at all (sparse topologies, topology/sparse.py; issue 32): the
+#: simulator holds every node's state in one process — 65,536 nodes of the 10,000-node MNIST
+#: run's MLP (365 KiB per node at peak, docs/results/scale_10k.md) would need about 23 GiB
+MAX_NODES = 65_536
 #: the topologies that have a sparse form above DENSE_MAX_NODES (topology/sparse.py)
 SPARSE_NAMES = "ring, directed_ring, torus, exponential, hypercube"
 
