@@ -55,7 +55,7 @@ class DataConfig:
 
 @dataclass
 class PartitionConfig:
-    name: str = "skew"              # skew | dirichlet | shards (the degree of skew is the top-level `skew`)
+    name: str = "skew"              # skew | dirichlet | dirichlet_fixed (⌊N/n⌋ per node) | shards (the degree of skew is the top-level `skew`)
     alpha: float = 0.5
     shards_per_node: int = 2
     reference: bool = False         # skew: the authors' exact split (Python random.Random(seed).shuffle, int() shares; SPEC §2)
@@ -248,6 +248,8 @@ def partition_label(cfg: TrainConfig, ascii_only: bool = False) -> str:
     p = cfg.partition
     if p.name == "dirichlet":
         return f"dir{p.alpha:g}" if ascii_only else f"dirichlet α={p.alpha:g}"
+    if p.name == "dirichlet_fixed":
+        return f"dirf{p.alpha:g}" if ascii_only else f"dirichlet_fixed α={p.alpha:g}"
     if p.name == "shards":
         return f"shards{p.shards_per_node}" if ascii_only else f"shards {p.shards_per_node}/node"
     return f"s{cfg.skew:g}" if ascii_only else f"skew {cfg.skew:g}"

@@ -38,6 +38,11 @@ class SimulatorCommunicator(Communicator):
             if len(self._w_cache) >= 64:  # per-round random topologies: every step is a new phase
                 self._w_cache.clear()
                 self._deg_cache.clear()
+            if getattr(self.topology, "sparse", False):  # many nodes: CSR from edge lists, no [n, n] array
+                w = self.topology.weights_torch(phase, dtype, self.device)
+                self._w_cache[key] = w
+                self._deg_cache[phase] = torch.as_tensor(self.topology.out_degree(phase), dtype=torch.float64)
+                return w
             w = torch.tensor(self.topology.weights_np(phase), dtype=dtype, device=self.device)
             if self.num_nodes >= SPARSE_MIN_NODES:
                 with warnings.catch_warnings():
@@ -71,17 +76,22 @@ class SimulatorCommunicator(Communicator):
         phase = self._phase(step)
         if phase not in self._slot_cache:
             import numpy as np
-            w = np.asarray(self.topology.weights_np(phase), dtype=np.float64)
-            n = w.shape[0]
-            off = w.copy()
-            np.fill_diagonal(off, 0.0)
-            dst, src = np.nonzero(off)                    # row-major: grouped by dst, src ascending
+            if getattr(self.topology, "sparse", False):  # the same slots from the CSR W (issue 32)
+                dst, src, val = self.topology.edges(phase)
+                diag = self.topology.weights_sparse(phase).diagonal()
+            else:
+                w = np.asarray(self.topology.weights_np(phase), dtype=np.float64)
+                off = w.copy()
+                np.fill_diagonal(off, 0.0)
+                dst, src = np.nonzero(off)                    # row-major: grouped by dst, src ascending
+                val, diag = w[dst, src], np.diag(w)
+            n = self.num_nodes
             rank = np.arange(len(dst)) - np.searchsorted(dst, dst)   # position among dst's in-neighbours
             idx = np.arange(n)
-            slots = [(idx, idx, np.diag(w) - 1.0)]
+            slots = [(idx, idx, diag - 1.0)]
             for r in range(int(rank.max()) + 1 if len(rank) else 0):
                 sel = rank == r
-                slots.append((dst[sel], src[sel], w[dst[sel], src[sel]]))
+                slots.append((dst[sel], src[sel], val[sel]))
             t = lambda a, dt=torch.long: torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=self.device)  # noqa: E731
             self._slot_cache[phase] = [(t(d), t(s_), t(v, torch.float64)) for d, s_, v in slots]
         return self._slot_cache[phase]

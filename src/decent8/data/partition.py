@@ -5,6 +5,8 @@ global RNG state is never touched) and all returning one int64 index array per n
 
 * ``skew``      — the paper's "degree of skew" s in [0, 1] (s = 0 IID, s = 1 label blocks);
 * ``dirichlet`` — per-class proportions ~ Dirichlet(α·1_n) (Hsu et al. 2019);
+* ``dirichlet_fixed`` — per-node class proportions ~ Dirichlet(α·p), ⌊N/n⌋ samples per node
+  (:mod:`decent8.data.dirichlet_fixed`; few samples per node, issue 32);
 * ``shards``    — McMahan et al. 2017: sorted-by-label shards, a few per node;
 * ``natural``   — whole users of a naturally split data set (LEAF) per node (:func:`decent8.data.leaf.natural_partition`).
 """
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError, choice_error
 
-PARTITIONS: tuple[str, ...] = ("skew", "dirichlet", "shards", "natural")
+PARTITIONS: tuple[str, ...] = ("skew", "dirichlet", "dirichlet_fixed", "shards", "natural")
 
 _EPS = 1e-9  # guards floors against float error, e.g. 6250*(1-0.8) = 1249.9999...
 
@@ -136,7 +138,11 @@ def dirichlet_partition(labels: np.ndarray, n: int, alpha: float, seed: int,
     rng = np.random.default_rng(seed)
     class_idx = [np.flatnonzero(y == c) for c in np.unique(y)]
     nodes = np.arange(n)
-    for _ in range(max_tries):
+    p_empty = _empty_chance([i.size for i in class_idx], n, float(alpha)) if min_size == 1 else None
+    if p_empty is not None and n * math.log1p(-min(p_empty, 1 - 1e-16)) + math.log(max_tries) < math.log(1e-3):
+        raise ConfigError("partition.alpha", _hopeless(alpha, n, y.size, max_tries))
+    always_empty: np.ndarray | None = None
+    for attempt in range(max_tries):
         # vectorised over nodes (issue 32: 10,000 nodes in seconds): each class's shuffled
         # indices get the node of their cut interval; a stable sort by node then yields, per
         # node, its pieces in class order — the same lists as splitting class by class
@@ -153,9 +159,43 @@ def dirichlet_partition(labels: np.ndarray, n: int, alpha: float, seed: int,
         if counts.min() >= min_size:
             flat = np.concatenate(idx_all).astype(np.int64, copy=False)[np.argsort(node_of, kind="stable")]
             return np.split(flat, np.cumsum(counts)[:-1])
+        if p_empty is not None:  # the same node empty in every try: the cut points, not chance (large α)
+            always_empty = counts < 1 if always_empty is None else always_empty & (counts < 1)
+            if attempt + 1 >= FAST_FAIL_TRIES and always_empty.any() and n * p_empty ** FAST_FAIL_TRIES < 1e-6:
+                raise ConfigError("partition.alpha", _hopeless(alpha, n, y.size, max_tries, int(np.argmax(always_empty))))
     raise ConfigError("partition.alpha",
                       f"alpha={alpha} gave a node fewer than {min_size} samples in "
-                      f"{max_tries} tries; use a larger alpha or fewer nodes")
+                      f"{max_tries} tries; use a larger alpha, fewer nodes or partition=dirichlet_fixed (a fixed "
+                      f"size per node)")
+
+
+#: tries after which a node that was empty in every one of them stops dirichlet_partition
+FAST_FAIL_TRIES = 10
+
+
+def _empty_chance(class_sizes: Sequence[int], n: int, alpha: float) -> float | None:
+    """Chance that one node gets no sample of any class in one try of
+    :func:`dirichlet_partition`: per class, its share p ~ Beta(α, (n−1)α) covers no cut
+    point with probability E[max(0, 1 − p·S_c)]; classes are drawn independently. None
+    without scipy (then only the tries decide)."""
+    try:
+        from scipy.special import betainc
+    except ImportError:  # pragma: no cover - scipy comes with the test extras
+        return None
+    b = (n - 1) * alpha
+    log_p = 0.0
+    for s in class_sizes:
+        x = 1.0 / s
+        e = float(betainc(alpha, b, x) - s * (alpha / (alpha + b)) * betainc(alpha + 1, b, x))
+        log_p += math.log(max(e, 1e-300))
+    return math.exp(log_p)
+
+
+def _hopeless(alpha: float, n: int, size: int, max_tries: int, node: int | None = None) -> str:
+    why = (f"node {node} got no sample in each of the first {FAST_FAIL_TRIES} tries" if node is not None else
+           f"some node gets no sample in practically every one of {max_tries} tries")
+    return (f"alpha={alpha:g} cannot give each of {n} nodes a sample of the {size} ({size / n:.3g} per node): {why}; "
+            f"use partition=dirichlet_fixed (the same α, a fixed size per node), fewer nodes or another alpha")
 
 
 def shard_partition(labels: np.ndarray, n: int, shards_per_node: int, seed: int) -> list[np.ndarray]:
@@ -200,6 +240,9 @@ def make_partition(name: str, labels: np.ndarray, n: int, seed: int, skew: float
         return skew_partition(labels, n, skew, seed, reference=bool(reference))
     if name == "dirichlet":
         return dirichlet_partition(labels, n, alpha, seed)
+    if name == "dirichlet_fixed":
+        from .dirichlet_fixed import dirichlet_fixed_partition
+        return dirichlet_fixed_partition(_as_labels(labels), n, alpha, seed)
     return shard_partition(labels, n, shards_per_node, seed)
 
 

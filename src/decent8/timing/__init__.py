@@ -62,6 +62,10 @@ def check_faults(cfg, external_comm: bool) -> FaultModel:
         if not algorithm_class(cfg.algorithm.name).tolerates_faults:
             raise ConfigError(opt, f"a ring all-reduce ({cfg.algorithm.name}) cannot lose messages; "
                                    f"faults need a gossip algorithm")
+        from ..topology.graphs import DENSE_MAX_NODES
+        if cfg.nodes > DENSE_MAX_NODES:
+            raise ConfigError(opt, f"faults draw dense n × n delivery masks: at most {DENSE_MAX_NODES} nodes, "
+                                   f"got {cfg.nodes}")
     return f
 
 

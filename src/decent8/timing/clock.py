@@ -159,6 +159,22 @@ def gossip_time(compute: np.ndarray, message_bytes: np.ndarray, adjacency: np.nd
     return float(per_node.max())
 
 
+def gossip_time_edges(compute: np.ndarray, message_bytes: np.ndarray, dst: np.ndarray, src: np.ndarray,
+                      up: np.ndarray, net: NetworkModel, jitter: np.ndarray, overlap: bool = False) -> float:
+    """:func:`gossip_time` over an edge list (src → dst, no self-loops, every link
+    delivered): the same arithmetic per edge, for sparse topologies (issue 32)."""
+    n = len(compute)
+    m = (np.bincount(src, minlength=n) * up).astype(np.float64)
+    share = m if net.shared_uplink else np.ones(n)
+    alpha, beta = net.links(dst, src)
+    jit = jitter[dst, src] if np.ndim(jitter) == 2 else jitter
+    arrival = alpha + jit + (share * message_bytes)[src] / beta
+    recv = np.zeros(n)
+    np.maximum.at(recv, dst, arrival)
+    per_node = np.maximum(compute, recv) if overlap else compute + recv
+    return float(per_node.max())
+
+
 def ring_hops_time(hops: list[tuple[float, tuple[int, ...] | None]], net: NetworkModel, jitter: np.ndarray,
                    scale: float = 1.0) -> float:
     """Σ over synchronous hops of max over senders j of α + ε + b/β on the link j → dst_j."""
@@ -170,7 +186,9 @@ def ring_hops_time(hops: list[tuple[float, tuple[int, ...] | None]], net: Networ
         moving = d != src
         if not moving.any():
             continue
-        t = net.alpha[d, src] + jitter[d, src] + nbytes * scale / net.beta[d, src]
+        alpha, beta = net.links(d, src)
+        jit = jitter[d, src] if np.ndim(jitter) == 2 else jitter
+        t = alpha + jit + nbytes * scale / beta
         total += float(t[moving].max())
     return total
 
@@ -199,12 +217,18 @@ class SimClock:
         t = 0.0
         if log.gossip_step is not None:
             s = log.gossip_step
-            if self.faults is not None:
-                up, delivered = self.faults.draw(s)
+            if getattr(self.topology, "sparse", False):  # edge lists, no [n, n] masks (issue 32)
+                b = np.full(n, log.message_bytes * self.message_scale + log.scalar_bytes)
+                dst, src, _ = self.topology.edges(s)
+                t = gossip_time_edges(compute, b, dst, src, np.ones(n, dtype=bool), self.network, jitter, self.overlap)
             else:
-                up, delivered = np.ones(n, dtype=bool), np.ones((n, n), dtype=bool)
-            b = np.full(n, log.message_bytes * self.message_scale + log.scalar_bytes)
-            t = gossip_time(compute, b, self.topology.adjacency(s), delivered, up, self.network, jitter, self.overlap)
+                if self.faults is not None:
+                    up, delivered = self.faults.draw(s)
+                else:
+                    up, delivered = np.ones(n, dtype=bool), np.ones((n, n), dtype=bool)
+                b = np.full(n, log.message_bytes * self.message_scale + log.scalar_bytes)
+                t = gossip_time(compute, b, self.topology.adjacency(s), delivered, up, self.network, jitter,
+                                self.overlap)
         if log.hops:
             hops = ring_hops_time(log.hops, self.network, jitter, self.ring_scale)
             ring = max(comm_free, hops) if self.overlap else comm_free + hops

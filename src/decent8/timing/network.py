@@ -71,23 +71,49 @@ def _positive(option: str, value: float, allow_zero: bool = False) -> float:
     return v
 
 
+#: above this many nodes α and β are one value for every link (0-d arrays), not [n, n] (issue 32)
+DENSE_MAX_NODES = 4096
+
+
 @dataclass
 class NetworkModel:
-    """Per-link α (s) and β (B/s) as ``[n, n]`` arrays indexed ``[receiver, sender]``."""
+    """Per-link α (s) and β (B/s) as ``[n, n]`` arrays indexed ``[receiver, sender]``;
+    above :data:`DENSE_MAX_NODES` nodes one value for all links (0-d arrays, ``nodes``
+    set): per-link overrides, rank placement and jitter then need fewer nodes."""
 
     alpha: np.ndarray
     beta: np.ndarray
     shared_uplink: bool = True
     jitter_s: float = 0.0
     seed: int = 0
+    nodes: int | None = None
 
     @property
     def n(self) -> int:
-        return self.alpha.shape[0]
+        return self.alpha.shape[0] if self.alpha.ndim == 2 else int(self.nodes)
+
+    @property
+    def per_link(self) -> bool:
+        """True when α and β are ``[n, n]`` arrays (False: one value for every link)."""
+        return self.alpha.ndim == 2
+
+    def links(self, dst: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """α and β of the links src → dst (arrays like ``dst``)."""
+        if self.per_link:
+            return self.alpha[dst, src], self.beta[dst, src]
+        return np.full(np.shape(dst), float(self.alpha)), np.full(np.shape(dst), float(self.beta))
+
+    def _dense_only(self, option: str, what: str) -> None:
+        if not self.per_link:
+            raise ConfigError(option, f"{what} needs per-link α/β arrays: at most {DENSE_MAX_NODES} nodes, "
+                                      f"got {self.n}")
 
     @classmethod
     def uniform(cls, n: int, latency_s: float, bandwidth_mbit_s: float, shared_uplink: bool = True,
                 jitter_s: float = 0.0, seed: int = 0) -> "NetworkModel":
+        if n > DENSE_MAX_NODES:
+            return cls(np.array(float(latency_s)), np.array(float(bandwidth_mbit_s) * MBIT), bool(shared_uplink),
+                       float(jitter_s), int(seed), nodes=int(n))
         alpha = np.full((n, n), float(latency_s))
         beta = np.full((n, n), float(bandwidth_mbit_s) * MBIT)
         return cls(alpha, beta, bool(shared_uplink), float(jitter_s), int(seed))
@@ -109,6 +135,8 @@ class NetworkModel:
         if not isinstance(cfg.shared_uplink, bool):
             raise ConfigError("network.shared_uplink", f"must be true or false, got {cfg.shared_uplink!r}")
         model = cls.uniform(n, lat, bw, cfg.shared_uplink, jitter, seed)
+        if jitter > 0:
+            model._dense_only("network.jitter_s", "jitter (drawn per link and round)")
         if cfg.links:
             model.load_links(cfg.links)
         return model
@@ -116,6 +144,7 @@ class NetworkModel:
     def load_links(self, path: str) -> None:
         """Override single links from a CSV file ``src,dst,latency_s,bandwidth_mbit_s``."""
         opt = "network.links"
+        self._dense_only(opt, "overriding single links")
         if not os.path.isfile(path):
             raise ConfigError(opt, f"file {path!r} does not exist")
         try:
@@ -145,6 +174,7 @@ class NetworkModel:
         """Give every link j → i between nodes on different ranks (``owner[i] ≠ owner[j]``,
         comm/placement.py) latency ``latency_s`` and bandwidth ``bandwidth_mbit_s``; links
         inside a rank keep theirs. Returns the number of directed links changed."""
+        self._dense_only("dist.ranks", "a placement's links between ranks")
         own = np.asarray(owner)
         cross = own[:, None] != own[None, :]
         self.alpha[cross] = float(latency_s)
@@ -154,12 +184,15 @@ class NetworkModel:
     def jitter(self, round_index: int) -> np.ndarray:
         """ε(t) ``[n, n]`` for round ``round_index`` (zeros without jitter)."""
         if self.jitter_s <= 0:
-            return np.zeros((self.n, self.n))
+            return np.zeros((self.n, self.n)) if self.per_link else np.zeros(())
         rng = np.random.default_rng([self.seed, int(round_index)])
         return rng.exponential(self.jitter_s, size=(self.n, self.n))
 
     def describe(self) -> str:
-        a, b = self.alpha[~np.eye(self.n, dtype=bool)], self.beta[~np.eye(self.n, dtype=bool)] / MBIT
+        if self.per_link:
+            a, b = self.alpha[~np.eye(self.n, dtype=bool)], self.beta[~np.eye(self.n, dtype=bool)] / MBIT
+        else:
+            a, b = self.alpha.reshape(1), self.beta.reshape(1) / MBIT
         rng = (lambda v, f: f"{v.min():{f}}" if v.min() == v.max() else f"{v.min():{f}}..{v.max():{f}}")
         return (f"α {rng(a, 'g')} s, β {rng(b, 'g')} Mbit/s, "
                 f"{'shared uplink' if self.shared_uplink else 'independent links'}"

@@ -29,18 +29,29 @@ __all__ = [
 ]
 
 
-#: Topologies are dense n × n matrices (and W's spectrum is computed): at most this many nodes.
-MAX_NODES = 4096
+#: The builders here return dense n × n matrices (and W's spectrum is computed densely):
+#: at most this many nodes. Above it, topology/sparse.py builds the sparse graphs.
+DENSE_MAX_NODES = 4096
+#: at most this many nodes at all (sparse topologies, topology/sparse.py; issue 32): the
+#: simulator holds every node's state in one process — 65,536 nodes of the 10,000-node MNIST
+#: run's MLP (365 KiB per node at peak, docs/results/scale_10k.md) would need about 23 GiB
+MAX_NODES = 65_536
+#: the topologies that have a sparse form above DENSE_MAX_NODES (topology/sparse.py)
+SPARSE_NAMES = "ring, directed_ring, torus, exponential, hypercube"
 
 
-def check_nodes(n: int) -> int:
-    """Validate the node count: an integer in [2, MAX_NODES] (a graph of one node has nothing to mix)."""
+def check_nodes(n: int, dense: bool = True) -> int:
+    """Validate the node count: an integer in [2, DENSE_MAX_NODES] for a dense graph
+    (``dense=False``: up to MAX_NODES); a graph of one node has nothing to mix."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise ConfigError("nodes", f"need an integer number of nodes ≥ 2, got {n!r}")
     if n < 2:
         raise ConfigError("nodes", f"need at least 2 nodes, got {n}")
     if n > MAX_NODES:
-        raise ConfigError("nodes", f"at most {MAX_NODES} nodes (topologies are dense n × n matrices), got {n}")
+        raise ConfigError("nodes", f"at most {MAX_NODES:,} nodes, got {n}")
+    if dense and n > DENSE_MAX_NODES:
+        raise ConfigError("nodes", f"at most {DENSE_MAX_NODES} nodes for a dense n × n topology, got {n}; "
+                                   f"above that use topology={SPARSE_NAMES} (built sparse)")
     return int(n)
 
 
@@ -76,7 +87,7 @@ def ring(n: int) -> np.ndarray:
 def torus_shape(n: int, rows: int | None = None, cols: int | None = None) -> tuple[int, int]:
     """Resolve the torus shape: given ``rows``/``cols``, or the most square factorization
     ``rows × cols = n`` with rows ≤ cols (a prime n gives 1 × n, i.e. a ring)."""
-    n = check_nodes(n)
+    n = check_nodes(n, dense=False)
     for opt, v in (("topology.rows", rows), ("topology.cols", cols)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
             raise ConfigError(opt, f"must be a positive integer, got {v!r}")
@@ -130,7 +141,7 @@ def exponential(n: int) -> np.ndarray:
 
 def one_peer_exponential_period(n: int) -> int:
     """τ = ⌈log₂ n⌉, the period of the one-peer exponential graph."""
-    n = check_nodes(n)
+    n = check_nodes(n, dense=False)
     return max(1, (n - 1).bit_length())
 
 
@@ -205,7 +216,7 @@ def edge_list(path: str | os.PathLike[str], n: int, undirected: bool = False) ->
 # ----------------------------------------------------------------- hypercube
 def _log2_exact(n: int, name: str) -> int:
     """log₂ n for n a power of two, else a ConfigError naming the topology."""
-    n = check_nodes(n)
+    n = check_nodes(n, dense=False)
     if n & (n - 1):
         lo = 1 << (n.bit_length() - 1)
         raise ConfigError("nodes", f"topology={name} needs a power-of-two number of nodes (e.g. {lo} or {2 * lo}), "

@@ -17,6 +17,7 @@ import torch
 
 from decent8.errors import ConfigError, choice_error
 from decent8.topology import graphs
+from decent8.topology.sparse import SPARSE_TOPOLOGIES, make_sparse_topology
 from decent8.topology.mixing import (
     TOL,
     _fmt,
@@ -53,8 +54,12 @@ class Topology:
     (time-varying, one per phase); ``adj[i, j]`` means j → i. ``weights`` is the scheme
     (``"uniform"``: column-stochastic 1/(outdeg+1); ``"metropolis"``: doubly stochastic,
     undirected graphs only). The constructor does not check connectivity — use
-    :func:`make_topology`, or call :meth:`validate` yourself.
+    :func:`make_topology`, or call :meth:`validate` yourself. Dense: at most
+    ``graphs.DENSE_MAX_NODES`` nodes (above, :class:`~decent8.topology.sparse.SparseTopology`).
     """
+
+    #: dense ``[n, n]`` matrices (SparseTopology: edge lists and CSR)
+    sparse = False
 
     def __init__(
         self,
@@ -493,10 +498,16 @@ def make_topology(
     step); ``degree`` for erdos_renyi (expected degree, default 4), random_k_out (k,
     default 1) and base (max degree k, default 1); ``seed`` draws the random graphs.
     Raises :class:`ConfigError` for bad options, a graph that is not strongly connected,
-    or a W that is not column-stochastic."""
+    or a W that is not column-stochastic. Above ``graphs.DENSE_MAX_NODES`` nodes the
+    topologies of :data:`~decent8.topology.sparse.SPARSE_TOPOLOGIES` are built sparse
+    (:class:`~decent8.topology.sparse.SparseTopology`); the others are refused in one line."""
     if name not in TOPOLOGIES:
         raise choice_error("topology", name, TOPOLOGIES)
-    n = graphs.check_nodes(n)
+    n = graphs.check_nodes(n, dense=False)
+    if n > graphs.DENSE_MAX_NODES and name not in SPARSE_TOPOLOGIES:
+        raise ConfigError("topology", f"topology={name} is built as a dense n × n matrix: at most "
+                                      f"{graphs.DENSE_MAX_NODES} nodes, got nodes={n}; above that use "
+                                      f"topology={graphs.SPARSE_NAMES}")
     if weights not in WEIGHTS:
         raise choice_error("topology.weights", weights, WEIGHTS)
     if name != "torus":
@@ -538,6 +549,11 @@ def make_topology(
                         mixing=Ws)
         topo.validate()
         return topo
+
+    if n > graphs.DENSE_MAX_NODES:  # sparse edge lists and CSR W (topology/sparse.py; issue 32)
+        topo_s = make_sparse_topology(name, n, weights, rows, cols, time_varying)
+        topo_s.validate()
+        return topo_s  # type: ignore[return-value]
 
     description = name
     adjacency: np.ndarray | list[np.ndarray]

@@ -176,7 +176,7 @@ def check_scalars(cfg: TrainConfig) -> None:
         check_run_name(cfg.name)
     from ..topology.graphs import MAX_NODES
     if cfg.nodes > MAX_NODES:
-        raise ConfigError("nodes", f"at most {MAX_NODES} nodes, got {cfg.nodes}")
+        raise ConfigError("nodes", f"at most {MAX_NODES:,} nodes, got {cfg.nodes}")
     algorithm_type = algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass
     if getattr(algorithm_type, "event_driven", False) and cfg.backend != "simulator":  # before any rendezvous
         raise ConfigError("backend", f"{cfg.algorithm.name} runs in the simulator only (backend=simulator): its "
