@@ -288,3 +288,11 @@ def test_cli_bad_input_is_one_line_exit_2(args, option, capsys):
     err = cap.err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("decent8: error: ") and option in err, err
     assert "Traceback" not in err and cap.out == ""
+
+
+def test_cost_of_the_mlp_compares_its_fp32_and_8_bit_forms(capsys):
+    """`decent8 cost --model mlp` was refused with a message that listed mlp among the allowed
+    models; the MLP has an 8-bit form, so it is priced like the others."""
+    assert main(["cost", "--model", "mlp"]) == 0
+    out = capsys.readouterr().out
+    assert "inference energy" in out and "memory: activations" in out

@@ -47,7 +47,7 @@ def model_pair(model: str, norm: str | None, batch: int, dataset: str | None = N
     the paper's models, the int8 default) traced at ``batch``."""
     from ...models.zoo import QUANTIZED_MODELS, default_norm
 
-    if model in {"mlp"}:
+    if model not in QUANTIZED_MODELS:
         raise ConfigError("model", f"{model!r} has no 8-bit form; the cost model compares FP32 with 8-bit, "
                                    f"use one of: {', '.join(QUANTIZED_MODELS)}")
     if norm in (None, "", "auto"):
