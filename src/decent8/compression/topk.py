@@ -78,6 +78,34 @@ def resolve_index_dtype(layout: ParamLayout, index_dtype: str) -> torch.dtype:
     return torch.int16 if biggest <= INT16_MAX_SLOT else torch.int32
 
 
+#: entries per group of the CPU selection's first stage (:func:`top_indices`)
+SELECT_GROUP = 8
+
+
+def top_indices(s: torch.Tensor, c: int) -> torch.Tensor:
+    """``torch.topk(s, c, dim=2, sorted=False).indices`` for scores ``s[k, G, n]``: the
+    positions of each row's c largest entries (issue 32).
+
+    On the CPU, where ``torch.topk`` costs ~5–10 ns per entry, rows with n ≥ 32·c (e.g.
+    99 % top-k) select in two stages: split the row into n/B strided groups of B =
+    :data:`SELECT_GROUP` entries (group g: positions g, g + n/B, …), keep the c groups with
+    the largest maxima and take the top c of their c·B entries. Exact: an entry among the
+    row's c largest lies in a group whose maximum is at least that entry, and at most c − 1
+    other groups can have a larger maximum (each holds a distinct larger entry), so its
+    group is kept; with equal scores the same values are kept, possibly at other positions
+    than ``torch.topk`` picks (ties). 8192 entries, c = 81: 1.5× faster; 16384, c = 163: 1.65×.
+    """
+    k, g, n = s.shape
+    b = SELECT_GROUP
+    if s.device.type != "cpu" or n % b or n < 32 * c or n < 4096:
+        return torch.topk(s, c, dim=2, sorted=False).indices
+    m = n // b
+    gmax = s.reshape(k, g, b, m).amax(dim=2)                                     # [k, G, m]
+    groups = torch.topk(gmax, c, dim=2, sorted=False).indices                    # [k, G, c]
+    pos = (groups.unsqueeze(-1) + torch.arange(0, n, m, device=s.device)).reshape(k, g, c * b)
+    return pos.gather(2, torch.topk(s.gather(2, pos), c, dim=2, sorted=False).indices)
+
+
 class SparseCompressor(Compressor):
     """Common part of top-k and random-k: per-slot keep counts, index encoding, decode.
 
@@ -172,7 +200,7 @@ class SparseCompressor(Compressor):
             else:
                 if scores is None:
                     scores = self._scores(x, keys)
-                idx = torch.topk(self._group_view(scores, n, slots), c, dim=2, sorted=False).indices
+                idx = top_indices(self._group_view(scores, n, slots), c)
             pos = self._group_positions(n, c, slots, dev)
             local[:, pos] = idx.reshape(k, -1)
             values[:, pos] = xs.gather(2, idx).reshape(k, -1)
