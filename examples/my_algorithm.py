@@ -3,6 +3,7 @@ Theory of Decentralized SGD with Changing Topology and Local Updates", ICML 2020
 gossip every H-th iteration, local SGD in between). A decent8 algorithm from outside decent8:
 
     decent8 train algorithm=my_algorithm:MyAlgorithm compression=topk     # from this folder
+    decent8 train algorithm=my_algorithm:MyAlgorithm algorithm.params.period=8   # its own option
     decent8 launch --nodes 4 algorithm=my_algorithm:MyAlgorithm backend=distributed ...
     decent8 cost --algorithm my_algorithm:MyAlgorithm
 
@@ -21,14 +22,14 @@ from decent8.algorithms import ChocoSGD
 class MyAlgorithm(ChocoSGD):
     name = "periodic_gossip"
     display_name = "Periodic gossip"
-    period = 4                      # H: local steps per gossip round
+    params = {"period": 4}          # H, local steps per gossip round: algorithm.params.period=H
 
     def step(self, z: torch.Tensor, step: int) -> None:
-        if (step + 1) % self.period == 0:
+        if (step + 1) % self.params["period"] == 0:
             super().step(z, step)
 
     def consensus_step(self, z: torch.Tensor, step: int) -> None:
         super().step(z, step)       # a gossip-only round always gossips
 
     def message_bytes(self, compressor) -> float:
-        return super().message_bytes(compressor) / self.period   # per training step, on average
+        return super().message_bytes(compressor) / self.params["period"]   # per training step, on average

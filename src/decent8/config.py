@@ -102,6 +102,7 @@ class AlgorithmConfig:
     push_sum: str = "auto"          # auto | true | false
     consensus_rounds: int = 51      # gossip-only rounds after training (the paper's code: 51)
     mu: Optional[float] = None      # gut, qg_gutm: tracking scale μ in [0, 1] (null: the algorithm's default)
+    params: dict[str, Any] = field(default_factory=dict)  # a user algorithm's own options (its `params`; docs/extending.md)
 
 
 @dataclass
@@ -367,6 +368,14 @@ def check_shape(option: str, value: Any) -> None:
                 check_shape(f"{option}.{k}", v)
         elif isinstance(value, list):
             raise ConfigError(option, f"must be a name or a mapping of its options, got a list")
+        return
+    if typing.get_origin(t) is dict:  # algorithm.params: name -> single value
+        if not isinstance(value, dict):
+            raise ConfigError(option, f"must be a mapping of names to values (e.g. {option}.period=8), got "
+                                      f"{type(value).__name__} {value!r:.60}")
+        for k, v in value.items():
+            if isinstance(v, (dict, list)):
+                raise ConfigError(f"{option}.{k}", "must be a single value")
         return
     if typing.get_origin(t) is list:
         if not isinstance(value, list):

@@ -71,6 +71,23 @@ def test_the_example_trains_in_the_simulator_gossiping_every_fourth_step(sim_run
     assert s["bytes_sent_per_node"] == pytest.approx(choco_bytes * (steps // 4 + 3))
 
 
+def test_the_examples_own_option_sets_the_period_and_is_checked(user_folder):
+    cfg = [c for c in CONFIG if not c.startswith(("epochs=", "algorithm.consensus_rounds="))]
+    done = decent8(user_folder, "train", *cfg, "epochs=1", "algorithm.consensus_rounds=0",
+                   "algorithm.params.period=8", "out_dir=runs", "name=period8", "--quiet")
+    assert done.returncode == 0, done.stderr
+    run = user_folder / "runs" / "period8"
+    s = json.loads((run / "summary.json").read_text())
+    steps = s["steps_per_epoch"]
+    assert s["message_bytes"] * 8 * (steps // 8) == pytest.approx(s["bytes_sent_per_node"])  # every 8th step
+    assert "period: 8" in (run / "config.yaml").read_text()                                   # reruns as it ran
+    for bad, says in [("algorithm.params.perod=8", "has no parameter 'perod'; its parameters: period"),
+                      ("algorithm.params.period=2.5", "must be int like its default 4")]:
+        done = decent8(user_folder, "train", *cfg, bad, "out_dir=runs")
+        assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+        assert says in done.stderr
+
+
 def test_the_same_parameters_on_4_gloo_processes(user_folder, sim_run):
     done = decent8(user_folder, "launch", "--nodes", "4", *CONFIG, "backend=distributed", "out_dir=runs",
                    "name=dist", "--quiet")

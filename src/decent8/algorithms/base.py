@@ -69,6 +69,10 @@ class Algorithm(ABC):
     #: the typed options the constructor takes: keyword -> dotted config option (validated
     #: once by the config's schema and :func:`decent8.train.validate.check_plain`)
     options: ClassVar[Mapping[str, str]] = {}
+    #: an algorithm's own options that decent8's config does not have: name -> default, set as
+    #: ``algorithm.params.NAME=value`` and read as ``self.params[NAME]`` (the default's type is
+    #: the allowed type; :meth:`resolve_params`, docs/extending.md)
+    params: Mapping[str, object] = {}
     #: model-sized buffers the cost model counts beyond weights, gradients and optimizer state
     state_buffers: ClassVar[int] = 0
     #: model-sized messages each node sends per training step (gradient tracking: 2)
@@ -98,6 +102,33 @@ class Algorithm(ABC):
     @abstractmethod
     def create(cls, ctx: AlgorithmContext) -> "Algorithm":
         """The algorithm for one run (one-line ConfigError for settings it cannot run with)."""
+
+    @classmethod
+    def resolve_params(cls, given: Mapping[str, object] | None) -> dict[str, object]:
+        """The declared :attr:`params` with ``algorithm.params`` applied, each checked against its
+        default's type (an int is a float too); a one-line ConfigError names the option."""
+        declared = dict(cls.params)
+        resolved = dict(declared)
+        for key, value in (given or {}).items():
+            option = f"algorithm.params.{key}"
+            if key not in declared:
+                allowed = ", ".join(sorted(declared)) or "none"
+                raise ConfigError(option, f"'{cls.name}' has no parameter {key!r}; its parameters: {allowed}")
+            default = declared[key]
+            if isinstance(default, bool) or default is None or isinstance(default, str):
+                ok = default is None or isinstance(value, type(default))
+            elif isinstance(default, int):
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            elif isinstance(default, float):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                value = float(value) if ok else value  # type: ignore[arg-type]
+            else:
+                ok = isinstance(value, type(default))
+            if not ok:
+                raise ConfigError(option, f"must be {type(default).__name__} like its default {default!r}, "
+                                          f"got {value!r:.60}")
+            resolved[key] = value
+        return resolved
 
     @classmethod
     def resolve_push_sum(cls, push_sum: str | bool | None, doubly_stochastic: bool) -> bool:

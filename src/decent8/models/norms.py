@@ -192,58 +192,80 @@ class RangeEvoNorm(NormAct):
         return self._affine(num, scale)
 
 
-class RangeBatchNorm(NormAct):
+class _RunningNorm(NormAct):
+    """Batch normalisation per node: ``(x − μ)·s·γ + β`` with the batch's statistics in
+    training and running ones for evaluation; subclasses give the statistics (:meth:`_batch`),
+    the scale ``s`` of the second statistic (:meth:`_scale`) and the activation."""
+
+    second: str = "var"   # the running buffer beside running_mean
+
+    def __init__(self, channels: int, spec: QuantSpec | None = None, zero_init: bool = False,
+                 grad_quant: bool = True, momentum: float = 0.1, eps: float = EPS) -> None:
+        self.momentum = momentum
+        self.eps = eps
+        super().__init__(channels, spec, zero_init, grad_quant)
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer(f"running_{self.second}", torch.ones(channels))
+
+    def _batch(self, xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+        """(mean, second statistic, its value for the running buffer, weight of the old value)."""
+        raise NotImplementedError
+
+    def _scale(self, second: torch.Tensor) -> torch.Tensor:
+        return second
+
+    def _act(self, y: torch.Tensor) -> torch.Tensor:
+        return y
+
+    def _forward(self, xt: torch.Tensor) -> torch.Tensor:
+        running_second = getattr(self, f"running_{self.second}")
+        if self.training:
+            mean, second, for_running, keep = self._batch(xt)
+            update_running(self.running_mean, mean, keep)
+            update_running(running_second, for_running, keep)
+        else:
+            mean, second = self.running_mean, running_second
+        scale = self._q(self._scale(second))
+        y = (xt - mean.reshape(1, -1, 1)) * scale.reshape(1, -1, 1)
+        return self._act(y * self._param(self.weight) + self._param(self.bias))
+
+
+class RangeBatchNorm(_RunningNorm):
     """Range BatchNorm (Eq. 3): ``(x − μ)·s·γ + β``, ``s = 1/(C(L)·R + 1e-5)`` with the
-    chunked range per channel over the node's batch; running mean and scale for eval."""
+    chunked range per channel over the node's batch; running mean and scale for eval
+    (``momentum`` is the weight of the old value, Banner et al.'s convention)."""
+
+    second = "scale"
 
     def __init__(self, channels: int, spec: QuantSpec | None = None, zero_init: bool = False,
                  grad_quant: bool = True, chunks: int = CHUNKS, momentum: float = 0.1, eps: float = EPS) -> None:
         self.chunks = chunks
-        self.momentum = momentum  # weight of the old value (Banner et al.'s convention)
-        self.eps = eps
-        super().__init__(channels, spec, zero_init, grad_quant)
-        self.register_buffer("running_mean", torch.zeros(channels))
-        self.register_buffer("running_scale", torch.ones(channels))
+        super().__init__(channels, spec, zero_init, grad_quant, momentum, eps)
 
-    def _forward(self, xt: torch.Tensor) -> torch.Tensor:
+    def _batch(self, xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
         b, c, s = xt.shape
-        if self.training:
-            per_channel = xt.transpose(0, 1).reshape(c, b * s)  # [C, b·S]
-            mean = per_channel.mean(-1)
-            r, length = chunked_range(per_channel, self.chunks)
-            scale = 1.0 / (range_constant(length) * r + self.eps)
-            update_running(self.running_mean, mean, self.momentum)
-            update_running(self.running_scale, scale, self.momentum)
-        else:
-            mean, scale = self.running_mean, self.running_scale
-        scale = self._q(scale)
-        y = (xt - mean.reshape(1, -1, 1)) * scale.reshape(1, -1, 1)
-        return y * self._param(self.weight) + self._param(self.bias)
+        per_channel = xt.transpose(0, 1).reshape(c, b * s)  # [C, b·S]
+        mean = per_channel.mean(-1)
+        r, length = chunked_range(per_channel, self.chunks)
+        scale = 1.0 / (range_constant(length) * r + self.eps)
+        return mean, scale, scale, self.momentum
 
 
-class BatchNormReLU(NormAct):
-    """Per-node BatchNorm (Eq. 2) followed by ReLU; running mean/var for evaluation."""
+class BatchNormReLU(_RunningNorm):
+    """Per-node BatchNorm (Eq. 2) followed by ReLU; running mean/var for evaluation
+    (``momentum``: PyTorch's convention, the weight of the new value)."""
 
-    def __init__(self, channels: int, spec: QuantSpec | None = None, zero_init: bool = False,
-                 grad_quant: bool = True, momentum: float = 0.1, eps: float = EPS) -> None:
-        self.momentum = momentum  # PyTorch convention: weight of the new value
-        self.eps = eps
-        super().__init__(channels, spec, zero_init, grad_quant)
-        self.register_buffer("running_mean", torch.zeros(channels))
-        self.register_buffer("running_var", torch.ones(channels))
-
-    def _forward(self, xt: torch.Tensor) -> torch.Tensor:
+    def _batch(self, xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
         b, c, s = xt.shape
-        if self.training:
-            var, mean = torch.var_mean(xt, dim=(0, 2), unbiased=False)  # [C]
-            n = b * s
-            update_running(self.running_mean, mean, 1.0 - self.momentum)
-            update_running(self.running_var, var * (n / max(n - 1, 1)), 1.0 - self.momentum)
-        else:
-            mean, var = self.running_mean, self.running_var
-        inv = self._q(torch.rsqrt(var + self.eps))
-        y = (xt - mean.reshape(1, -1, 1)) * inv.reshape(1, -1, 1)
-        return torch.relu(y * self._param(self.weight) + self._param(self.bias))
+        var, mean = torch.var_mean(xt, dim=(0, 2), unbiased=False)  # [C]
+        n = b * s
+        return mean, var, var * (n / max(n - 1, 1)), 1.0 - self.momentum
+
+    def _scale(self, second: torch.Tensor) -> torch.Tensor:
+        return torch.rsqrt(second + self.eps)
+
+    def _act(self, y: torch.Tensor) -> torch.Tensor:
+        return torch.relu(y)
 
 
 class GroupNormReLU(NormAct):

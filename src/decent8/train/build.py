@@ -181,6 +181,7 @@ def check_scalars(cfg: TrainConfig) -> None:
     if getattr(algorithm_type, "event_driven", False) and cfg.backend != "simulator":  # before any rendezvous
         raise ConfigError("backend", f"{cfg.algorithm.name} runs in the simulator only (backend=simulator): its "
                                      f"atomic pairwise averages need one-sided communication (docs/algorithms.md §13)")
+    algorithm_type.resolve_params(cfg.algorithm.params)
     _number("allreduce.eta_s", cfg.allreduce.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
     _number("allreduce.K", cfg.allreduce.K, lo=0, integer=True)
     if cfg.allreduce.reset not in RESETS:
@@ -366,6 +367,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     algorithm = algorithm_type.create(AlgorithmContext(
         comm, make_compressor("identity", model.layout) if eight_bit_models else compressor, gamma, push_sum,
         generators, t.name, t.rows, t.cols, options))
+    algorithm.params = algorithm_type.resolve_params(cfg.algorithm.params)
     if eight_bit_models:  # D-PSGD at precision=int8: the models it mixes travel as 8-bit values
         algorithm.compressor = compressor
 
