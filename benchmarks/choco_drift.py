@@ -9,7 +9,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from tests.test_long_horizon import (RunningSumChoco, _algos, _irregular_7, _push_sum_gossip,  # noqa: E402
+from tests.train.test_long_horizon import (RunningSumChoco, _algos, _irregular_7, _push_sum_gossip,  # noqa: E402
                                      _quadratic_problem, _train)
 from decent8.compression import make_compressor  # noqa: E402
 from decent8.layout import ParamLayout  # noqa: E402

@@ -66,9 +66,13 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, c: 
         return F.linear(x, weight, bias)
     b = x.shape[0] // c
     x3 = x.reshape(b, c, -1, x.shape[-1]).transpose(0, 1).reshape(c, -1, x.shape[-1])  # [c, b·…, F]
-    wt = weight.transpose(1, 2)
-    out = torch.bmm(x3, wt) if bias is None else torch.baddbmm(bias.unsqueeze(1), x3, wt)
-    return out.view(c, b, -1, weight.shape[1]).transpose(0, 1).reshape(*x.shape[:-1], weight.shape[1])
+    # formed as (W · x3ᵀ)ᵀ, so that backward's weight gradient g_outᵀ · x3 comes out [c, O, F]
+    # contiguous, like the weight (x3 · Wᵀ gave it transposed: a strided copy into the flat
+    # gradient; MLP at 256 nodes: forward + backward 25 % faster, issue 32)
+    x3t = x3.transpose(1, 2)
+    out_t = torch.bmm(weight, x3t) if bias is None else torch.baddbmm(bias.unsqueeze(2), weight, x3t)
+    out = out_t.transpose(1, 2)                                                      # [c, b·…, O]
+    return out.reshape(c, b, -1, weight.shape[1]).transpose(0, 1).reshape(*x.shape[:-1], weight.shape[1])
 
 
 __all__ = ["merged_nodes", "merged", "per_node", "conv2d", "linear"]

@@ -415,3 +415,24 @@ def test_cuda(name: str) -> None:
         assert torch.allclose(y.cpu(), ref, atol=1e-5)
     # CPU generators with CUDA data also work
     comp.encode(x.cuda(), g_cpu)
+
+
+@pytest.mark.parametrize("magnitude", [False, True])
+def test_two_stage_selection_keeps_the_same_entries_as_topk(magnitude: bool) -> None:
+    """Issue 32: the CPU's two-stage selection (group maxima, then the kept groups' entries)
+    keeps exactly torch.topk's positions for distinct scores — also on a strided view of a
+    wider buffer — and the same values when scores tie (integer-valued scores)."""
+    from decent8.compression.topk import top_indices
+    g = torch.Generator().manual_seed(3)
+    for n, c in [(4096, 40), (8192, 81), (16384, 163), (4096, 128)]:
+        wide = torch.randn(5, 2 * n + 24, generator=g)
+        s = wide.as_strided((5, 2, n), (wide.stride(0), n + 8, 1), 8)      # two slots, 8 entries apart
+        ref = torch.topk(s.abs() if magnitude else s, c, dim=2, sorted=False).indices
+        got = top_indices(s, c, magnitude=magnitude)
+        assert torch.equal(got.sort(2).values, ref.sort(2).values)
+        ties = torch.randint(-40, 41, (3, 1, n), generator=g).float()    # many equal scores
+        score = ties.abs() if magnitude else ties
+        got = top_indices(ties, c, magnitude=magnitude)
+        want = torch.topk(score, c, dim=2, sorted=False).values.sort(2).values
+        assert torch.equal(score.gather(2, got).sort(2).values, want)
+        assert all(len(set(row.tolist())) == c for row in got.reshape(-1, c))   # distinct positions

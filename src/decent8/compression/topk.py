@@ -78,6 +78,44 @@ def resolve_index_dtype(layout: ParamLayout, index_dtype: str) -> torch.dtype:
     return torch.int16 if biggest <= INT16_MAX_SLOT else torch.int32
 
 
+#: entries per group of the CPU selection's first stage (:func:`top_indices`)
+SELECT_GROUP = 8
+
+
+def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tensor:
+    """``torch.topk(s, c, dim=2, sorted=False).indices`` for scores ``s[k, G, n]`` (with
+    ``magnitude``: for the scores ``|s|``): the positions of each row's c largest entries
+    (issue 32).
+
+    On the CPU, where ``torch.topk`` costs ~5–10 ns per entry, rows with n ≥ 32·c (e.g.
+    99 % top-k) select in two stages: split the row into n/B strided groups of B =
+    :data:`SELECT_GROUP` entries (group g: positions g, g + n/B, …), keep the c groups with
+    the largest maxima and take the top c of their c·B entries. Exact: an entry among the
+    row's c largest lies in a group whose maximum is at least that entry, and at most c − 1
+    other groups can have a larger maximum (each holds a distinct larger entry), so its
+    group is kept; with equal scores the same values are kept, possibly at other positions
+    than ``torch.topk`` picks (ties). With ``magnitude`` a group's largest |s| is
+    max(max s, −min s), so |s| is never formed for the whole row. 8192 entries, c = 81:
+    1.5× faster than ``torch.topk``; 16384, c = 163: 1.65× (docs/execution.md).
+    """
+    k, g, n = s.shape
+    b = SELECT_GROUP
+    if s.device.type != "cpu" or n % b or n < 32 * c or n < 4096:
+        return torch.topk(s.abs() if magnitude else s, c, dim=2, sorted=False).indices
+    m = n // b
+    rows = s.reshape(k, g, b, m)
+    if magnitude:
+        gmax = torch.maximum(rows.amax(dim=2), rows.amin(dim=2).neg_())          # [k, G, m]
+    else:
+        gmax = rows.amax(dim=2)
+    groups = torch.topk(gmax, c, dim=2, sorted=False).indices                    # [k, G, c]
+    pos = (groups.unsqueeze(-1) + torch.arange(0, n, m, device=s.device)).reshape(k, g, c * b)
+    cand = s.gather(2, pos)
+    if magnitude:
+        cand.abs_()
+    return pos.gather(2, torch.topk(cand, c, dim=2, sorted=False).indices)
+
+
 class SparseCompressor(Compressor):
     """Common part of top-k and random-k: per-slot keep counts, index encoding, decode.
 
@@ -126,6 +164,9 @@ class SparseCompressor(Compressor):
     # instead of one per layer. The payload order is unchanged: slot l's entries sit at
     # positions kept_starts[l] … kept_starts[l] + k_l − 1.
 
+    #: True: the score of an entry is its magnitude |x| (top-k; :meth:`_scores` unused)
+    by_magnitude = False
+
     def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
         """``[k, d]``: each slot keeps the ``k_l`` entries of largest score."""
         raise NotImplementedError
@@ -169,10 +210,12 @@ class SparseCompressor(Compressor):
             xs = self._group_view(x, n, slots)
             if c == n:  # nothing dropped
                 idx = torch.arange(n, device=dev).expand(k, len(slots), n)
+            elif self.by_magnitude:  # top-k: scores |x|, formed per group (never a [k, d] |x|)
+                idx = top_indices(xs, c, magnitude=True)
             else:
                 if scores is None:
                     scores = self._scores(x, keys)
-                idx = torch.topk(self._group_view(scores, n, slots), c, dim=2, sorted=False).indices
+                idx = top_indices(self._group_view(scores, n, slots), c)
             pos = self._group_positions(n, c, slots, dev)
             local[:, pos] = idx.reshape(k, -1)
             values[:, pos] = xs.gather(2, idx).reshape(k, -1)
@@ -241,12 +284,10 @@ class TopKCompressor(SparseCompressor):
             "zero": ((L,), torch.float32),
         }
 
+    by_magnitude = True
+
     def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
-        # |x| into a workspace kept between calls (read only inside _gather)
-        ws = getattr(self, "_score_ws", None)
-        if ws is None or ws.shape != x.shape or ws.dtype != x.dtype or ws.device != x.device:
-            ws = self._score_ws = torch.empty_like(x)
-        return torch.abs(x, out=ws)
+        return x.abs()   # not used by _gather (by_magnitude); kept for subclasses
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)

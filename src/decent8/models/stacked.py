@@ -295,6 +295,8 @@ class StackedModel:
                 dst = grad[i0:i1, slot.offset : slot.end]
                 if g is None:
                     dst.zero_()
+                elif g.dim() > 1:  # a strided copy; g.reshape would first copy a transposed g (bmm's backward)
+                    dst.unflatten(1, g.shape[1:]).copy_(g)
                 else:
                     dst.copy_(g.reshape(i1 - i0, -1))
             losses[i0:i1] = loss.detach().reshape(-1)
