@@ -219,3 +219,22 @@ def test_distributed_ranks_draw_the_simulators_numbers_at_8_bits_with_dropout(tm
     for r in range(2):
         z = torch.load(tmp_path / "dist" / f"checkpoint-rank{r}.pt", map_location="cpu", weights_only=False)["engine"]["z"]
         assert _rel(z[0], sim[r]) <= 1e-5
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_a_user_defined_loss_gives_every_strategy_the_loops_numbers(precision):
+    """The dropout model with a user's loss function (label-smoothed cross-entropy, by import
+    path): every execution, node-batched layers included, takes the loop's step; at FP32
+    (jittered digits) the 20-step parameters agree to rounding too."""
+    user = ["loss=tests.equivalence_models:smoothed_cross_entropy"]
+    ov = MODELS["plain_dropout"] + [f"precision={precision}"] + ALGORITHMS["dpsgd"]
+    ref1 = _run(ov + user, strategy_for("vmap", 1), steps=1, jitter=True)
+    assert _rel(_run(ov, strategy_for("vmap", 1), steps=1, jitter=True), ref1) > 1e-4   # the user's loss is used
+    strategies = _strategies(ov + user, jitter=True)
+    assert any(s.spec.startswith("layers") for s in strategies)
+    for strategy in strategies:
+        assert _rel(_run(ov + user, strategy, steps=1, jitter=True), ref1) <= 1e-5, strategy.spec
+    if precision == "fp32":
+        ref = _run(ov + user, strategy_for("vmap", 1), jitter=True)
+        for strategy in strategies:
+            assert _rel(_run(ov + user, strategy, jitter=True), ref) <= 1e-5, strategy.spec

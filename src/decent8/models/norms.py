@@ -207,7 +207,7 @@ class _RunningNorm(NormAct):
         self.register_buffer("running_mean", torch.zeros(channels))
         self.register_buffer(f"running_{self.second}", torch.ones(channels))
 
-    def _batch(self, xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    def _batch(self, xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:  # pragma: no cover - abstract
         """(mean, second statistic, its value for the running buffer, weight of the old value)."""
         raise NotImplementedError
 
