@@ -34,6 +34,38 @@ def _share_cores_between_workers() -> None:
 _share_cores_between_workers()
 
 
+#: the longest files in CI (2 cores; the top of ``--durations``), longest first. pytest-xdist
+#: hands whole files to its workers in collection order (``--dist loadfile
+#: --no-loadscope-reorder`` in pyproject.toml): starting with these, the workers end together
+#: instead of one of them running a long file alone at the end.
+LONGEST_FIRST = (
+    "tests/cli/test_fuzz_whole_commands.py",      # 220 whole commands
+    "tests/end_to_end/test_robust.py",            # 20 signals at random moments
+    "tests/comm/test_distributed.py",             # gloo process groups
+    "tests/comm/test_hybrid.py",
+    "tests/algorithms/test_marsit_accuracy.py",   # three 60-epoch runs of a documented table
+    "tests/cli/test_fuzz_cli.py",
+    "tests/algorithms/test_defaults.py",
+    "tests/models/test_compile.py",
+    "tests/train/test_digits_accuracy.py",        # the main job (shared with test_regenerate.py)
+    "tests/algorithms/test_extending.py",
+    "tests/models/test_transformers.py",
+    "tests/models/test_any_model.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files in :data:`LONGEST_FIRST` order, then the others by number of tests (what
+    xdist's own reordering does); a file's tests keep their order."""
+    files = [item.nodeid.split("::")[0] for item in items]
+    count = {f: files.count(f) for f in set(files)}
+    first = {f: files.index(f) for f in reversed(files)}
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    order = sorted(range(len(items)), key=lambda i: (rank.get(files[i], len(rank)),
+                                                     -count[files[i]], first[files[i]], i))
+    items[:] = [items[i] for i in order]
+
+
 @pytest.fixture
 def one_thread():
     """One thread for the test: float results (and the compiled kernels' reductions) then do not

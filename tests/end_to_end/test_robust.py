@@ -1,5 +1,5 @@
 """Issue 36: nothing lost, nothing run, no traceback — one test per cause the fuzz and the
-hand checks found (the seeded whole-command fuzz is in test_fuzz_cli.py)."""
+hand checks found (the seeded whole-command fuzz is in tests/cli/test_fuzz_whole_commands.py)."""
 from __future__ import annotations
 
 import io

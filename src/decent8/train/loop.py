@@ -42,6 +42,9 @@ from ..models.execution import (ExecutionChoice, choose_chunk, parse_compile, pa
                                resolve_compile)
 from ..models.stacked import take
 
+#: a run's curves.png / time.png are redrawn during training at most this often (and always at the end)
+PLOT_EVERY_S = 30.0
+
 SUMMARY_KEYS = (
     "mean_node_accuracy", "averaged_model_accuracy", "consensus_distance",
     "bytes_sent_per_node", "spectral_gap", "wall_time_s", "sim_time_s",
@@ -398,6 +401,7 @@ class Session:
             self.x_test = augment.prepare_eval(self.x_test)
         self.steps = c.sampler.steps_per_epoch
         self.t0 = time.perf_counter()
+        self.plotted_at = time.monotonic()   # live figures: redrawn at most every PLOT_EVERY_S
         self.bar = tqdm(total=cfg.epochs * self.steps, initial=self.start_epoch * self.steps,
                         disable=quiet or not cfg.progress or not comm.is_main, desc=run_label(cfg), unit="it",
                         dynamic_ncols=True, leave=False, mininterval=0.5)
@@ -491,9 +495,13 @@ class Session:
         if self.comm.is_main:
             self.run.write_metrics(self.rows)
             self.events.log(row)  # type: ignore[union-attr]
-            if (epoch + 1) % max(1, self.cfg.epochs // 10) == 0 or epoch + 1 == self.cfg.epochs:
-                plot_curves(self.rows, self.run.file("curves.png"), title=self.run.path.name)
+            last = epoch + 1 == self.cfg.epochs
+            due = (epoch + 1) % max(1, self.cfg.epochs // 10) == 0 and time.monotonic() - self.plotted_at >= PLOT_EVERY_S
+            if last or due:   # finish() draws the curves once more after consensus rounds
+                if not (last and self.cfg.algorithm.consensus_rounds > 0):
+                    plot_curves(self.rows, self.run.file("curves.png"), title=self.run.path.name)
                 plot_time(self.rows, self.run.file("time.png"), title=self.run.path.name)
+                self.plotted_at = time.monotonic()
                 raise_pending()  # plotting drops figures in weakref callbacks, which swallow exceptions
 
     def finish(self, given: dict[str, Any]) -> dict[str, Any]:
