@@ -122,7 +122,7 @@ class OptimizerConfig:
     momentum: Optional[float] = None  # null: the algorithm's default (Algorithm.defaults: 0.9; marsit 0)
     nesterov: bool = True
     weight_decay: float = 1e-4
-    schedule: str = "step"          # step | cosine | constant
+    schedule: str = "step"          # step | cosine | constant | onecycle (optim/schedule.py)
     warmup_epochs: float = 1.0
     warmup_lr: float = 0.01
     milestones: list[float] = field(default_factory=lambda: [30.0, 45.0])  # epochs where lr ×= decay
@@ -223,6 +223,7 @@ class TrainConfig:
     precision: str = "fp32"         # fp32 | int8 (8-bit training, quant group; messages travel as 8-bit values)
     dist_timeout_s: float = 60.0    # backend=distributed: seconds a node waits for a peer (exchange, collective, start-up)
     loss: str = "cross_entropy"     # cross_entropy | logistic | mse | pkg.module:function (task.py)
+    label_smoothing: float = 0.0    # loss=cross_entropy: training targets (1 − ε)·one-hot + ε/C (test losses stay plain)
     task: str = "auto"              # auto | classification | regression: whether accuracy is reported (task.py)
     data: DataConfig = field(default_factory=DataConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)

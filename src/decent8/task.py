@@ -83,11 +83,19 @@ class Task:
 
 
 class CrossEntropy(Task):
+    """Softmax cross-entropy; with ``label_smoothing`` ε the training loss is taken against
+    (1 − ε)·one-hot + ε/C (Szegedy et al. 2016). Test losses (``eval_sums``) stay plain
+    cross-entropy, so that runs with and without smoothing report comparable test losses."""
+
     name = "cross_entropy"
     classification = True
 
+    def __init__(self, label_smoothing: float = 0.0) -> None:
+        self.label_smoothing = float(label_smoothing)
+
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+        return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1),
+                               label_smoothing=self.label_smoothing)
 
     def correct(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return (outputs.argmax(-1) == targets).reshape(outputs.shape[0], -1).sum(1)
@@ -100,7 +108,8 @@ class CrossEntropy(Task):
         if type(self).loss is not CrossEntropy.loss:  # a subclass with its own loss: score with it
             return super().losses(outputs, targets)
         m = outputs.shape[0]
-        per_sample = F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1), reduction="none")
+        per_sample = F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1), reduction="none",
+                                     label_smoothing=self.label_smoothing)
         return per_sample.view(m, -1).mean(1)
 
     def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -170,10 +179,12 @@ class CustomLoss(Task):
 _BUILTIN = {"cross_entropy": CrossEntropy, "logistic": Logistic, "mse": MSE}
 
 
-def make_task(loss: "str | Callable | Task", task: str = "auto", integer_targets: bool | None = None) -> Task:
+def make_task(loss: "str | Callable | Task", task: str = "auto", integer_targets: bool | None = None,
+              label_smoothing: float = 0.0) -> Task:
     """A :class:`Task` from a built-in name, an import path ``pkg.module:fn``, a callable or a
     Task, for the option ``task`` (module docstring). ``integer_targets``: whether the data
-    set's targets are integer labels (None: unknown), checked against ``task=classification``."""
+    set's targets are integer labels (None: unknown), checked against ``task=classification``.
+    ``label_smoothing``: cross-entropy's ε (:class:`CrossEntropy`)."""
     check_task(task)
     if task == "classification" and integer_targets is False:
         raise ConfigError("task", "classification needs integer class labels, but the data set's targets are "
@@ -181,7 +192,9 @@ def make_task(loss: "str | Callable | Task", task: str = "auto", integer_targets
     if isinstance(loss, Task):
         built = loss
     elif isinstance(loss, str):
-        if loss in _BUILTIN:
+        if loss == "cross_entropy":
+            built = CrossEntropy(label_smoothing)
+        elif loss in _BUILTIN:
             built = _BUILTIN[loss]()
         else:
             from .models.user import is_import_path, load_factory

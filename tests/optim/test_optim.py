@@ -1,6 +1,7 @@
 """Local momentum equals PyTorch's SGD; QGM follows SPEC §6 by hand; lr schedule."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from decent8.optim import LRSchedule, LocalMomentum, QuasiGlobalMomentum
@@ -43,3 +44,16 @@ def test_schedule_warmup_and_milestones():
     assert abs(s(160) - 0.001) < 1e-12
     v = LRSchedule(lr=0.1, warmup_epochs=0, every=30, decay=0.5)
     assert abs(v(61) - 0.025) < 1e-12
+
+
+def test_onecycle_rises_linearly_to_the_peak_then_falls_linearly_to_zero():
+    s = LRSchedule(lr=0.4, warmup_epochs=1.5, warmup_lr=0.04, kind="onecycle", total_epochs=6)
+    assert s(0.0) == pytest.approx(0.04)
+    assert s(0.75) == pytest.approx(0.22)          # halfway up: (0.04 + 0.4) / 2
+    assert s(1.5) == pytest.approx(0.4)            # the peak
+    assert s(3.75) == pytest.approx(0.2)           # halfway down
+    assert s(6.0) == pytest.approx(0.0) and s(7.0) == 0.0
+    lrs = [s(e / 10) for e in range(61)]
+    peak = lrs.index(max(lrs))
+    assert all(a < b for a, b in zip(lrs[:peak], lrs[1:peak + 1]))
+    assert all(a > b for a, b in zip(lrs[peak:-1], lrs[peak + 1:]))

@@ -238,3 +238,16 @@ def test_a_user_defined_loss_gives_every_strategy_the_loops_numbers(precision):
         ref = _run(ov + user, strategy_for("vmap", 1), jitter=True)
         for strategy in strategies:
             assert _rel(_run(ov + user, strategy, jitter=True), ref) <= 1e-5, strategy.spec
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_built_in_label_smoothing_is_the_users_smoothed_loss_in_every_strategy(precision):
+    """``label_smoothing=0.2`` (CrossEntropy's own batched path) takes the same step as the user's
+    label-smoothed loss above (Task's generic vmap path), in every execution, dropout model."""
+    ov = MODELS["plain_dropout"] + [f"precision={precision}"] + ALGORITHMS["dpsgd"]
+    ref = _run(ov + ["loss=tests.equivalence_models:smoothed_cross_entropy"], strategy_for("vmap", 1), steps=1,
+               jitter=True)
+    built_in = ov + ["label_smoothing=0.2"]
+    assert _rel(_run(ov, strategy_for("vmap", 1), steps=1, jitter=True), ref) > 1e-4   # smoothing changes the step
+    for strategy in [strategy_for("vmap", 1), *_strategies(built_in, jitter=True)]:
+        assert _rel(_run(built_in, strategy, steps=1, jitter=True), ref) <= 1e-5, strategy.spec

@@ -29,7 +29,7 @@ from ..errors import ConfigError, choice_error
 from ..models import MODELS, StackedModel, init_parameters, make_model
 from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
-from ..task import make_task
+from ..task import CrossEntropy, make_task
 from .norm_stats import warn_if_skewed
 from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
@@ -332,7 +332,10 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         comm = RecordingCommunicator(comm)
 
     task = make_task(cfg.loss if loss is None else loss, cfg.task,
-                     integer_targets=not dataset.is_regression)
+                     integer_targets=not dataset.is_regression, label_smoothing=cfg.label_smoothing)
+    if cfg.label_smoothing and not isinstance(task, CrossEntropy):   # a loss given to the API as a callable
+        raise ConfigError("label_smoothing", f"applies to loss=cross_entropy only, not {task.name}; "
+                                             "use label_smoothing=0")
     parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     parse_compile(cfg.sim.compile)
     if module is None:

@@ -13,7 +13,7 @@ from ..config import TASKS, TrainConfig, check_task  # noqa: F401  (TASKS re-exp
 from ..errors import ConfigError, choice_error
 
 BACKENDS = ("simulator", "distributed")
-SCHEDULES = ("step", "cosine", "constant")
+SCHEDULES = ("step", "cosine", "constant", "onecycle")
 #: seeds go to numpy / scikit-learn, which take 32-bit unsigned integers
 MAX_SEED = 2**32 - 1
 #: larger step sizes overflow float32 at once (and are never meant)
@@ -85,6 +85,10 @@ def check_plain(cfg: TrainConfig) -> None:
     _number("partition.shards_per_node", cfg.partition.shards_per_node, lo=1, integer=True)
     check_norm_stats(cfg.model.norm_stats)
     check_task(cfg.task)
+    _number("label_smoothing", cfg.label_smoothing, lo=0, hi=1, hi_open=True)
+    if cfg.label_smoothing and cfg.loss != "cross_entropy":
+        raise ConfigError("label_smoothing", f"applies to loss=cross_entropy only, not loss={cfg.loss}; "
+                                             "use label_smoothing=0 or loss=cross_entropy")
     if cfg.backend not in BACKENDS:
         raise choice_error("backend", cfg.backend, BACKENDS)
     _number("algorithm.consensus_rounds", cfg.algorithm.consensus_rounds, lo=0, hi=MAX_EPOCHS, integer=True)
@@ -99,6 +103,9 @@ def check_plain(cfg: TrainConfig) -> None:
     if o.schedule not in SCHEDULES:
         raise choice_error("optimizer.schedule", o.schedule, SCHEDULES)
     _number("optimizer.warmup_epochs", o.warmup_epochs, lo=0)
+    if o.schedule == "onecycle" and not 0 < o.warmup_epochs < cfg.epochs:
+        raise ConfigError("optimizer.warmup_epochs", f"optimizer.schedule=onecycle rises to optimizer.lr over the "
+                                                     f"warm-up: must be in (0, epochs={cfg.epochs}), got {o.warmup_epochs}")
     if o.warmup_epochs > 0:
         _number("optimizer.warmup_lr", o.warmup_lr, lo=0, lo_open=True, hi=MAX_STEP,
                 allowed="a finite number in (0, 10000] when optimizer.warmup_epochs > 0")
