@@ -25,7 +25,6 @@ def _call(argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-
 # ------------------------------------------------------------------ damaged run folders
 def _finished_run(root: Path) -> Path:
     rc, _, err = _call(["train", "epochs=1", "nodes=4", "model=mlp", "model.width=4", "device=cpu", "progress=false",
