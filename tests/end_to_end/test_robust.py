@@ -348,6 +348,7 @@ def test_a_signal_swallowed_while_plots_are_written_still_stops_the_run(sig, cod
     args = [*FAST, "epochs=3", "eval_every=1", f"out_dir={tmp_path}"]
     rc, _, lines = call(["train", *args, "name=full", "--quiet"])
     assert rc == 0, lines
+    monkeypatch.setattr(loop, "PLOT_EVERY_S", 0.0)   # live figures after every epoch (a short run draws none)
     plot, calls = loop.plot_curves, []
 
     def plot_and_signal(*a, **k):
@@ -559,3 +560,24 @@ def test_signals_at_random_moments_all_stop_the_run_and_resume_identically(tmp_p
         z = torch.load(run_dir / "checkpoint.pt", weights_only=True)["engine"]["z"]
         assert torch.equal(z, reference_z), i
     assert stopped >= 15, stopped
+
+
+def test_a_short_run_draws_its_figures_once_and_a_long_one_as_it_goes(tmp_path, monkeypatch):
+    """Live figures are redrawn at most every PLOT_EVERY_S (and on every tenth of the epochs);
+    the end of a run always draws them, once (after the consensus rounds if there are any)."""
+    import decent8.train.loop as loop
+
+    drawn: list[str] = []
+    curves, times = loop.plot_curves, loop.plot_time
+    monkeypatch.setattr(loop, "plot_curves", lambda *a, **k: (drawn.append("curves"), curves(*a, **k)))
+    monkeypatch.setattr(loop, "plot_time", lambda *a, **k: (drawn.append("time"), times(*a, **k)))
+    args = [*FAST, "epochs=3", "eval_every=1", f"out_dir={tmp_path}", "--quiet"]
+    for rounds, expected in ((2, ["time", "curves"]), (0, ["curves", "time"])):
+        drawn.clear()
+        assert call(["train", *args, f"algorithm.consensus_rounds={rounds}", f"name=r{rounds}"])[0] == 0
+        assert drawn == expected
+        assert (tmp_path / f"r{rounds}" / "curves.png").stat().st_size > 0
+    monkeypatch.setattr(loop, "PLOT_EVERY_S", 0.0)
+    drawn.clear()
+    assert call(["train", *args, "algorithm.consensus_rounds=2", "name=live"])[0] == 0
+    assert drawn == ["curves", "time"] * 2 + ["time", "curves"]
