@@ -10,21 +10,18 @@ interleaved.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from int8_matmul import bench  # noqa: E402  (median process CPU seconds of a call)
+
 
 def cpu_ms(f: Callable[[], object], reps: int) -> float:
-    f()
-    times = []
-    for _ in range(reps):
-        t = time.process_time()
-        f()
-        times.append(time.process_time() - t)
-    return 1e3 * statistics.median(times)
+    return 1e3 * bench(f, reps)
 
 
 def main() -> None:
