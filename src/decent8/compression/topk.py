@@ -119,7 +119,8 @@ def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tenso
 class SparseCompressor(Compressor):
     """Common part of top-k and random-k: per-slot keep counts, index encoding, decode.
 
-    Subclasses implement :meth:`_scores` (each slot keeps its ``k_l`` highest-scoring entries).
+    Subclasses implement :meth:`_scores` (each slot keeps its ``k_l`` highest-scoring entries)
+    or set :attr:`by_magnitude` (the scores are |x|).
     """
 
     def __init__(self, layout: ParamLayout, ratio: float, index_dtype: str = "auto") -> None:
@@ -284,10 +285,7 @@ class TopKCompressor(SparseCompressor):
             "zero": ((L,), torch.float32),
         }
 
-    by_magnitude = True
-
-    def _scores(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
-        return x.abs()   # not used by _gather (by_magnitude); kept for subclasses
+    by_magnitude = True   # scores |x|, formed group by group in top_indices (no _scores)
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)

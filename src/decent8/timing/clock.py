@@ -147,24 +147,24 @@ class RecordingCommunicator(Communicator):
 def gossip_time(compute: np.ndarray, message_bytes: np.ndarray, adjacency: np.ndarray, delivered: np.ndarray,
                 up: np.ndarray, net: NetworkModel, jitter: np.ndarray, overlap: bool = False) -> float:
     """One synchronous gossip step (module docstring). ``adjacency[i, j]``: j → i is an
-    edge this phase; ``message_bytes[n]``: b_j; ``up[n]``: nodes that send at all."""
+    edge this phase; ``delivered[i, j]``: its message arrives; ``message_bytes[n]``: b_j;
+    ``up[n]``: nodes that send at all. The edges of :func:`gossip_time_edges`."""
     n = len(compute)
     adj = np.asarray(adjacency, dtype=bool) & ~np.eye(n, dtype=bool)
-    m = (adj.sum(axis=0) * up).astype(np.float64)  # messages each sender puts on its uplink
-    share = m if net.shared_uplink else np.ones(n)
-    arrival = net.alpha + jitter + (share * message_bytes)[None, :] / net.beta
-    arrival = np.where(adj & delivered, arrival, 0.0)
-    recv = arrival.max(axis=1) if n else np.zeros(0)
-    per_node = np.maximum(compute, recv) if overlap else compute + recv
-    return float(per_node.max())
+    dst, src = np.nonzero(adj & np.asarray(delivered, dtype=bool))
+    return gossip_time_edges(compute, message_bytes, dst, src, up, net, jitter, overlap, sent=adj.sum(axis=0))
 
 
 def gossip_time_edges(compute: np.ndarray, message_bytes: np.ndarray, dst: np.ndarray, src: np.ndarray,
-                      up: np.ndarray, net: NetworkModel, jitter: np.ndarray, overlap: bool = False) -> float:
-    """:func:`gossip_time` over an edge list (src → dst, no self-loops, every link
-    delivered): the same arithmetic per edge, for sparse topologies (issue 32)."""
+                      up: np.ndarray, net: NetworkModel, jitter: np.ndarray, overlap: bool = False,
+                      sent: np.ndarray | None = None) -> float:
+    """One synchronous gossip step over the delivered edges src → dst (no self-loops):
+    node i receives for max over its in-edges of α + ε + s_j·b_j/β (s_j: the messages on
+    j's uplink, ``sent[j]``, default its out-edges here, when the uplink is shared), and
+    computes before or (``overlap``) while it receives. Sparse topologies call it
+    directly (issue 32)."""
     n = len(compute)
-    m = (np.bincount(src, minlength=n) * up).astype(np.float64)
+    m = ((np.bincount(src, minlength=n) if sent is None else sent) * up).astype(np.float64)
     share = m if net.shared_uplink else np.ones(n)
     alpha, beta = net.links(dst, src)
     jit = jitter[dst, src] if np.ndim(jitter) == 2 else jitter
