@@ -46,11 +46,11 @@ def bench(model_name: str, n: int, b: int, device: torch.device, steps: int, sha
     y = torch.randint(0, 10, (n, b), device=device)
     single = make_model(model_name, shape, 10).to(device)
     opt = torch.optim.SGD(single.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4)
-    xs, ys = x.reshape(1, n * b, *shape), y.reshape(-1)
+    xs, ys = x.reshape(n * b, *shape), y.reshape(-1)
 
     def single_step() -> None:
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(single(xs)[0], ys).backward()
+        F.cross_entropy(single(xs), ys).backward()
         opt.step()
 
     row = {"model": model_name, "nodes": n, "batch/node": b, "single ms": 1e3 * timed(single_step, steps, device)}

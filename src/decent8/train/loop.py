@@ -141,7 +141,7 @@ def first_batch(c: Components, augment) -> tuple[torch.Tensor, Any, torch.Tensor
     """The initial parameters ``[k, d]`` and the first training batch of the local nodes."""
     x0 = c.model.flat_parameters().unsqueeze(0).repeat(c.comm.k, 1)
     idx = c.sampler.epoch_indices(0)[:, 0].cpu()
-    xb = to_device(augment(take(c.dataset.x_train, idx), 0), c.device)
+    xb = augment(to_device(take(c.dataset.x_train, idx), c.device), 0)  # augment on the run's device
     return x0, xb, c.dataset.y_train[idx].to(c.device)
 
 
