@@ -41,6 +41,8 @@ def _train(cifar: Path, out: Path, name: str, *extra: str) -> dict:
 def test_an_augmented_resnet_trains_on_cuda_in_every_execution(cifar, tmp_path, precision, chunk):
     s = _train(cifar, tmp_path, "r", "device=cuda", f"precision={precision}", f"sim.chunk={chunk}")
     assert str(s["device"]).startswith("cuda")
+    assert s["environment"]["tf32"] == {"convolutions": torch.backends.cudnn.allow_tf32,
+                                        "matmul": torch.backends.cuda.matmul.allow_tf32}
     assert math.isfinite(s["final_train_loss"]) and 0.0 <= s["mean_node_accuracy"] <= 1.0
     assert (tmp_path / "r" / "execution.json").is_file()
 

@@ -19,7 +19,8 @@ import torch
 def run_environment(device: torch.device) -> dict[str, object]:
     """Library versions (decent8's is the summary's ``decent8_version``), the CPU kernel
     family torch dispatched to (``AVX2``, ``AVX512``, …; ``ATEN_CPU_CAPABILITY`` selects it),
-    the thread count and, on CUDA, the GPU."""
+    the thread count and, on CUDA, the GPU and whether its float32 convolutions and matrix
+    products may run in TF32 (PyTorch's switches; by default convolutions may, products not)."""
     env: dict[str, object] = {
         "torch": torch.__version__,
         "numpy": np.__version__,
@@ -33,4 +34,6 @@ def run_environment(device: torch.device) -> dict[str, object]:
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = torch.version.cuda
+        env["tf32"] = {"convolutions": bool(torch.backends.cudnn.allow_tf32),
+                       "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
     return env
