@@ -1,8 +1,9 @@
 """Operators per training step, by precision and execution: what a GPU pays for in launches.
 
 On a GPU a small model's step is bound by kernel launches, not arithmetic, so its time
-follows the number of operators the step calls. This counts them on the CPU (the same
-Python-side dispatch a CUDA run makes) with ``torch.profiler``: one Choco-SGD step (99 %
+follows the number of operators the step calls. This counts them on the CPU (a proxy:
+the step's code dispatches the same operators on CUDA, though some split into other
+kernels there) with ``torch.profiler``: one Choco-SGD step (99 %
 top-k, directed ring, local Nesterov momentum; the engine of ``benchmarks/stacking.py``)
 of ResNet-20 for k nodes, FP32 and 8-bit, one node per call (``sim.chunk=1``) and all k in
 one vmap call (``sim.chunk=k``). Prints the count and the most frequent operators.
