@@ -9,6 +9,8 @@ draw a fresh graph for every round t from (seed, t).
 """
 from __future__ import annotations
 
+import math
+
 import os
 from typing import Sequence
 
@@ -528,6 +530,8 @@ def make_topology(
         degree = DEFAULT_DEGREE[name] if degree is None else degree
         if isinstance(degree, bool) or not isinstance(degree, (int, float, np.integer, np.floating)):
             raise ConfigError("topology.degree", f"must be a number, got {degree!r}")
+        if not math.isfinite(float(degree)):
+            raise ConfigError("topology.degree", f"must be a finite number, got {degree!r}")
         if name == "erdos_renyi" and not 0 < degree <= n - 1:
             raise ConfigError("topology.degree", f"erdos_renyi needs an expected degree in (0, nodes-1 = {n - 1}], got {degree:g}")
         if name in ("random_k_out", "base") and (degree != int(degree) or not 1 <= degree <= n - 1):
