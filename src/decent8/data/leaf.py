@@ -14,6 +14,10 @@ What ``x`` becomes:
 * a list ending in a string (Sent140: ``[id, date, query, user, text]``): the text's word
   ids (the train split's ``data.vocab_size`` most frequent words), ``data.seq_len`` long.
 ``y``: class ids; strings (Shakespeare's next character) are mapped to ids in sorted order.
+
+Bounds, checked before anything is built from a file: each file at most ``MAX_FILE_BYTES``,
+JSON nested at most as deep as Python's parser allows (LEAF's own files are 4 levels deep),
+``x`` and ``y`` lists of one kind, numbers finite, integer labels in 0..``MAX_CLASSES`` − 1.
 """
 from __future__ import annotations
 
@@ -30,6 +34,21 @@ from .dataset import ArrayDataset
 NAME = "leaf"
 
 
+#: one LEAF JSON file is at most this many bytes (FEMNIST's largest is about 0.3 GB)
+MAX_FILE_BYTES = 4 << 30
+#: integer labels are class ids 0 … MAX_CLASSES − 1 (a label of 10^12 would make 10^12 classes)
+MAX_CLASSES = 100_000
+
+
+def _label_ok(y: object) -> bool:
+    """A class id (an int, or an integral finite float) or a class name (a string)."""
+    if isinstance(y, bool):
+        return False
+    if isinstance(y, str) or isinstance(y, int):
+        return True
+    return isinstance(y, float) and math.isfinite(y) and y == int(y)
+
+
 def _read_split(root: Path, split: str) -> tuple[list, list, list]:
     folder = root / split
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -39,19 +58,35 @@ def _read_split(root: Path, split: str) -> tuple[list, list, list]:
     xs, ys, users = [], [], []
     for f in files:
         try:
+            size = f.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise ConfigError("data.root", f"{f} has {size} bytes; a LEAF JSON file may have at most "
+                                               f"{MAX_FILE_BYTES} (split it into several files)")
             d = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ConfigError("data.root", f"{f} is not a LEAF JSON file: {first_line(e)}") from None
+        except RecursionError:
+            raise ConfigError("data.root", f"{f} is nested too deep for a LEAF JSON file (LEAF's files are 4 levels "
+                                           f"deep: users, user_data, x, y)") from None
+        except MemoryError:
+            raise ConfigError("data.root", f"{f} does not fit in memory") from None
         if not isinstance(d, dict) or not isinstance(d.get("user_data"), dict):
             raise ConfigError("data.root", f"{f} has no \"user_data\" mapping (LEAF's format)")
         order = d.get("users") or list(d["user_data"])
+        if not isinstance(order, list) or not all(isinstance(u, str) for u in order):
+            raise ConfigError("data.root", f"{f}: \"users\" must be a list of user names (strings)")
         for u in order:
             ud = d["user_data"].get(u)
-            if not isinstance(ud, dict) or len(ud.get("x", [])) != len(ud.get("y", [])):
-                raise ConfigError("data.root", f"{f}: user {u!r} needs lists \"x\" and \"y\" of the same length")
+            if (not isinstance(ud, dict) or not isinstance(ud.get("x"), list) or not isinstance(ud.get("y"), list)
+                    or len(ud["x"]) != len(ud["y"])):
+                raise ConfigError("data.root", f"{f}: user {u[:80]!r} needs lists \"x\" and \"y\" of the same length")
+            bad = [y for y in ud["y"] if not _label_ok(y)][:1]
+            if bad:
+                raise ConfigError("data.root", f"{f}: user {u[:80]!r} has the label {str(bad[0])[:40]!r}; labels are "
+                                               f"class ids (integers) or class names (strings)")
             xs.extend(ud["x"])
             ys.extend(ud["y"])
-            users.extend([str(u)] * len(ud["y"]))
+            users.extend([u] * len(ud["y"]))
     if not ys:
         raise ConfigError("data.root", f"{root / split} holds no samples")
     return xs, ys, users
@@ -60,18 +95,30 @@ def _read_split(root: Path, split: str) -> tuple[list, list, list]:
 def _kind(x: object) -> str:
     if isinstance(x, str):
         return "chars"
-    if isinstance(x, (list, tuple)) and x and isinstance(x[-1], str):
+    if isinstance(x, list) and x and isinstance(x[-1], str):
         return "words"
-    if isinstance(x, (list, tuple)) or isinstance(x, (int, float)):
+    if isinstance(x, list) or (isinstance(x, (int, float)) and not isinstance(x, bool)):
         return "numbers"
     raise ConfigError("data.root", f"LEAF x must be numbers, a string or a list ending in a string, got {type(x).__name__}")
+
+
+def _same_kind(kind: str, xs: list, where: str) -> None:
+    """Every x of a split is of the first train x's kind (numbers are checked by numpy)."""
+    if kind == "numbers":
+        return
+    ok = (lambda x: isinstance(x, str)) if kind == "chars" else (lambda x: isinstance(x, list) and x and isinstance(x[-1], str))
+    if not all(ok(x) for x in xs):
+        what = "a string" if kind == "chars" else "a list ending in a string"
+        raise ConfigError("data.root", f"LEAF {where} x: every x must be {what}, like the first train x")
 
 
 def _numbers(xs: list, where: str) -> np.ndarray:
     try:
         a = np.asarray(xs, dtype=np.float32)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         raise ConfigError("data.root", f"{where}: every x must be a list of numbers of the same length") from None
+    if not np.isfinite(a).all():
+        raise ConfigError("data.root", f"{where}: x holds NaN or infinite numbers (or numbers beyond float32)")
     return a.reshape(len(xs), -1)
 
 
@@ -98,6 +145,8 @@ def load_leaf(root: str | None, seq_len: int = 64, vocab_size: int = 20000) -> A
     x_tr, y_tr, u_tr = _read_split(base, "train")
     x_te, y_te, _ = _read_split(base, "test")
     kind = _kind(x_tr[0])
+    _same_kind(kind, x_tr, "train")
+    _same_kind(kind, x_te, "test")
     vocab = None
     if kind == "numbers":
         a_tr, a_te = _numbers(x_tr, "train"), _numbers(x_te, "test")
@@ -115,11 +164,13 @@ def load_leaf(root: str | None, seq_len: int = 64, vocab_size: int = 20000) -> A
         e = encode_words([str(x[-1]) for x in x_tr], [str(x[-1]) for x in x_te], seq_len, vocab_size)
         x_train, x_test = torch.from_numpy(e["x_train"]), torch.from_numpy(e["x_test"])
         vocab = [str(w) for w in e["vocab"].tolist()]
-    if all(isinstance(y, (int, np.integer)) or (isinstance(y, float) and y == int(y)) for y in y_tr + y_te):
+    if not any(isinstance(y, str) for y in y_tr + y_te):   # class ids: bounded before anything is built
+        lo, hi = min(min(y_tr), min(y_te)), max(max(y_tr), max(y_te))
+        if lo < 0 or hi >= MAX_CLASSES:
+            raise ConfigError("data.root", f"LEAF labels must be class ids 0..{MAX_CLASSES - 1}, found "
+                                           f"{str(lo)[:24]}..{str(hi)[:24]}")
         yt, ye = np.asarray(y_tr, dtype=np.int64), np.asarray(y_te, dtype=np.int64)
-        if min(yt.min(), ye.min()) < 0:
-            raise ConfigError("data.root", "LEAF labels must be class ids ≥ 0")
-        names = [str(i) for i in range(int(max(yt.max(), ye.max())) + 1)]
+        names = [str(i) for i in range(int(hi) + 1)]
     else:
         names = sorted({str(y) for y in y_tr + y_te})
         index = {s: i for i, s in enumerate(names)}
