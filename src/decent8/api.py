@@ -183,15 +183,19 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
             opts["model.name" if is_import_path(model) or "." not in model else "model"] = model
         if isinstance(loss, str):
             opts["loss"] = loss
-        cfg = apply_options(load_config(config), opts)
         if data is not None and "data" not in options and "data.name" not in options and "data__name" not in options:
-            cfg.data.name = "user"
+            opts["data.name"] = "user"
+        if loss is not None and not isinstance(loss, str):   # the config records the callable's name
+            opts["loss"] = getattr(loss, "name", None) or getattr(loss, "__name__", "custom")
+        if model is not None and not isinstance(model, str):  # ... and the model's
+            opts["model.name"] = (type(model).__name__ if isinstance(model, nn.Module)
+                                  else getattr(model, "__name__", type(model).__name__))
+        cfg = apply_options(load_config(config), opts)
     given = {}
     if data is not None:
         given["dataset"] = make_dataset(data, cfg.data.test_fraction, cfg.seed)
     if loss is not None and not isinstance(loss, str):
         given["loss"] = loss
-        cfg.loss = getattr(loss, "name", None) or getattr(loss, "__name__", "custom")
     if parts is not None:
         given["parts"] = parts
     if model is not None and not isinstance(model, str):
@@ -199,7 +203,6 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
             from .data.registry import dataset_from_config
             given["dataset"] = dataset_from_config(cfg.data, cfg.seed)
         given["module"] = _module(model, given["dataset"], cfg)
-        cfg.model.name = getattr(model, "__name__", type(model).__name__) if not isinstance(model, nn.Module) else type(model).__name__
     outputs: dict[str, Any] = {}
     trust: dict[str, Any] = {}
     if resume is not None:  # code the caller names (or replaces by an object) again may run

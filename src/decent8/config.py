@@ -36,8 +36,22 @@ def check_task(task: object) -> str:
     return str(task)
 
 
+class Options:
+    """Base of every config group: an instance can be frozen (:func:`freeze`), after
+    which setting an option raises — the resolved config of a run is a value."""
+
+    _frozen = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._frozen:
+            raise dataclasses.FrozenInstanceError(
+                f"the resolved config is frozen: cannot set {type(self).__name__}.{name}; derive a new one with "
+                f"decent8.config.evolve(cfg, {{'option': value}})")
+        object.__setattr__(self, name, value)
+
+
 @dataclass
-class DataConfig:
+class DataConfig(Options):
     name: str = "digits"
     root: Optional[str] = None
     batch_size: int = 16            # per node (the paper's CIFAR runs: 32)
@@ -54,7 +68,7 @@ class DataConfig:
 
 
 @dataclass
-class PartitionConfig:
+class PartitionConfig(Options):
     name: str = "skew"              # skew | dirichlet | dirichlet_fixed (⌊N/n⌋ per node) | shards (the degree of skew is the top-level `skew`)
     alpha: float = 0.5
     shards_per_node: int = 2
@@ -62,7 +76,7 @@ class PartitionConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Options):
     name: str = "cnn"               # a built-in model, or a factory's import path pkg.module:factory
     width: Optional[int] = None
     pretrained: Optional[str] = None  # model=hf: a folder with config.json (+ weights, tokenizer) or an installed
@@ -74,7 +88,7 @@ class ModelConfig:
 
 
 @dataclass
-class QuantConfig:
+class QuantConfig(Options):
     """8-bit training (precision=int8; docs/algorithms.md §5)."""
     bits: int = 8                   # weights, biases, norm parameters, activations (2..16)
     grad_bits: int = 8              # layer gradients passed backward (2..16)
@@ -83,7 +97,7 @@ class QuantConfig:
 
 
 @dataclass
-class TopologyConfig:
+class TopologyConfig(Options):
     name: str = "directed_ring"
     weights: str = "uniform"        # uniform (column-stochastic) | metropolis (doubly stochastic)
     rows: Optional[int] = None      # torus
@@ -96,7 +110,7 @@ class TopologyConfig:
 
 
 @dataclass
-class AlgorithmConfig:
+class AlgorithmConfig(Options):
     name: str = DEFAULT_ALGORITHM   # a registered name (decent8 list) or pkg.module:Class (docs/extending.md)
     gamma: Optional[float] = None   # consensus step size; null = auto (see train.build.default_gamma)
     push_sum: str = "auto"          # auto | true | false
@@ -106,7 +120,7 @@ class AlgorithmConfig:
 
 
 @dataclass
-class CompressionConfig:
+class CompressionConfig(Options):
     name: str = "topk"
     ratio: float = 0.99             # fraction of entries dropped (top-k, random-k)
     value_bits: int = 32            # top-k values in 32 or 8 bits
@@ -116,7 +130,7 @@ class CompressionConfig:
 
 
 @dataclass
-class OptimizerConfig:
+class OptimizerConfig(Options):
     kind: str = "local"             # local Nesterov momentum | qgm (quasi-global momentum) | adam | adamw (local, per node)
     lr: Optional[float] = None      # null: 0.1; 0.05 under push-sum with compressed gossip (train.build.default_lr)
     momentum: Optional[float] = None  # null: the algorithm's default (Algorithm.defaults: 0.9; marsit 0)
@@ -133,7 +147,7 @@ class OptimizerConfig:
 
 
 @dataclass
-class AllReduceConfig:
+class AllReduceConfig(Options):
     """All-reduce algorithms (docs/algorithms.md §10; formerly the ``marsit`` group, still
     accepted). η_l is optimizer.lr (with its schedule); the all-reduce is a ring on
     topology=ring / directed_ring and a 2-D torus on topology=torus (rows × cols)."""
@@ -143,14 +157,14 @@ class AllReduceConfig:
 
 
 @dataclass
-class SimConfig:
+class SimConfig(Options):
     """How the simulator executes the k nodes' models (models/stacked.py)."""
     chunk: str = "auto"             # auto (timed at start-up) | N nodes per torch.func.vmap call (1 = a plain loop) | layers:N (N nodes through node-batched layers)
     compile: str = "auto"           # auto (8-bit runs of >= 2000 steps) | true | false: torch.compile each chunk's forward + backward
 
 
 @dataclass
-class NetworkConfig:
+class NetworkConfig(Options):
     """Network model of the simulated clock (SPEC §12; decent8.timing.network)."""
     name: str = "datacenter10"      # datacenter10 | datacenter100 | wifi | lte | custom (latency_s + bandwidth_mbit_s)
     latency_s: Optional[float] = None          # α of every link (overrides the profile)
@@ -161,7 +175,7 @@ class NetworkConfig:
 
 
 @dataclass
-class DeviceModelConfig:
+class DeviceModelConfig(Options):
     """Compute time per step of the simulated clock (SPEC §12; decent8.timing.device)."""
     name: str = "auto"              # auto (flops if the model can be counted, else measured) | flops | fixed | measured
     tflops: float = 1.0             # flops: sustained device throughput in TFLOP/s (an assumption)
@@ -174,28 +188,28 @@ class DeviceModelConfig:
 
 
 @dataclass
-class FaultsConfig:
+class FaultsConfig(Options):
     """Node dropout / link failure per round in the simulator (SPEC §12; decent8.timing.faults)."""
     node_drop: float = 0.0          # probability a node is down in a round (sends and receives nothing)
     link_drop: float = 0.0          # probability a directed link fails in a round
 
 
 @dataclass
-class ClockConfig:
+class ClockConfig(Options):
     """The simulated wall-clock (sim_time_s; decent8.timing.clock)."""
     overlap: bool = False           # overlap a step's communication with the next step's computation
     as_model: Optional[str] = None  # time messages and FLOPs as this model's (e.g. resnet20), training the configured one
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(Options):
     """Evaluation at scale (issue 32; train/eval_nodes.py, Engine.evaluate)."""
     nodes: str = "all"              # all | N: intermediate evaluations test a seeded sample of N nodes' own models; the last epoch's and the final evaluation test all
     node_chunk: int = 256           # nodes whose models are evaluated at a time (bounds the [chunk, batch, classes] outputs)
 
 
 @dataclass
-class DistConfig:
+class DistConfig(Options):
     """Node blocks over torch.distributed ranks (comm/block.py, comm/placement.py)."""
     ranks: Optional[int] = None     # backend=distributed: R processes, each holding a block of the nodes (null: one process per node); simulator: the placement the clock times
     placement: str = "block"        # block | random | a file of n ranks, one per node
@@ -205,7 +219,7 @@ class DistConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Options):
     name: Optional[str] = None      # run folder name under out_dir (null: generated, with a time stamp)
     out_dir: str = "runs"
     seed: int = 0
@@ -603,6 +617,47 @@ def from_dict(d: dict[str, Any]) -> TrainConfig:
     assert isinstance(obj, TrainConfig)
     check_types(obj)
     return obj
+
+
+def freeze(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` (in place, returned) with every group frozen: setting an option raises
+    :class:`dataclasses.FrozenInstanceError`. The resolved config of a run is frozen."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(value, Options):
+            object.__setattr__(value, "_frozen", True)
+    object.__setattr__(cfg, "_frozen", True)
+    return cfg
+
+
+def is_frozen(cfg: TrainConfig) -> bool:
+    return bool(cfg._frozen)
+
+
+def thaw(cfg: TrainConfig) -> TrainConfig:
+    """An editable deep copy of ``cfg`` (frozen or not)."""
+    import copy
+
+    out = copy.deepcopy(cfg)
+    for obj in [out, *(getattr(out, f.name) for f in dataclasses.fields(out))]:
+        if isinstance(obj, Options):
+            object.__setattr__(obj, "_frozen", False)
+    return out
+
+
+def evolve(cfg: TrainConfig, changes: dict[str, Any]) -> TrainConfig:
+    """A new frozen config: ``cfg`` with the dotted options of ``changes`` set (the
+    execution a run measured, the run folder's name). ``cfg`` itself is not changed."""
+    out = thaw(cfg)
+    for option, value in changes.items():
+        *groups, name = option.split(".")
+        node: Any = out
+        for g in groups:
+            node = getattr(node, g)
+        if not hasattr(node, name):
+            raise ConfigError(option, "unknown option")
+        setattr(node, name, value)
+    return freeze(out)
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

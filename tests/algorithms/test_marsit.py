@@ -33,13 +33,13 @@ class RecordingComm(SimulatorCommunicator):
         super().__init__(topology)
         self.passes: list[tuple[torch.dtype, int]] = []
 
-    def ring_pass(self, chunk):
+    def _ring_pass(self, chunk):
         self.passes.append((chunk.dtype, chunk[0].numel() * chunk.element_size()))
-        return super().ring_pass(chunk)
+        return super()._ring_pass(chunk)
 
-    def permute_pass(self, chunk, dst):
+    def _permute_pass(self, chunk, dst):
         self.passes.append((chunk.dtype, chunk[0].numel() * chunk.element_size()))
-        return super().permute_pass(chunk, dst)
+        return super()._permute_pass(chunk, dst)
 
 
 def comm_for(shape: str, n: int, rows=None, cols=None, cls=SimulatorCommunicator):
@@ -244,7 +244,7 @@ def test_ef_signsgd_is_exact_when_every_worker_sends_the_same_scaled_sign():
 
 def test_torus_needs_permute_pass():
     class RingOnly(SimulatorCommunicator):
-        permute_pass = Communicator.permute_pass
+        _permute_pass = Communicator._permute_pass
 
     with pytest.raises(ConfigError, match="permute_pass"):
         RingAllReduce(RingOnly(make_topology("torus", 8, rows=2, cols=4)), "torus", 2, 4)

@@ -15,7 +15,7 @@ from decent8.config import load_config
 from decent8.errors import ConfigError
 from decent8.layout import ParamLayout
 from decent8.seeding import node_generators
-from decent8.timing import (DeviceModel, FaultModel, FaultySimulatorCommunicator, NetworkModel, RecordingCommunicator,
+from decent8.timing import (DeviceModel, FaultModel, FaultySimulatorCommunicator, NetworkModel, TrafficRecorder,
                             SimClock, faulty_weights, ring_hops_time)
 from decent8.timing.network import MBIT
 from decent8.topology import Topology, make_topology
@@ -36,11 +36,12 @@ def test_ring_allreduce_time_is_the_alpha_beta_formula(M):
     """fp32 ring all-reduce of d = 100 over M workers: 2(M − 1) hops of α + chunk/β with
     chunk = ceil(100 / M)·4 bytes; the clock adds the slowest node's compute."""
     alpha, bw = 2e-3, 8.0  # 8 Mbit/s = 1e6 B/s
-    comm = RecordingCommunicator(SimulatorCommunicator(make_topology("ring", M)))
+    comm = SimulatorCommunicator(make_topology("ring", M))
+    recorder = comm.observe(TrafficRecorder())
     x = torch.randn(M, 100)
     out = RingAllReduce(comm, "ring").sum(x)
     assert torch.allclose(out, x.sum(0).expand(M, 100), atol=1e-4)
-    log = comm.pop_log()
+    log = recorder.pop_log()
     chunk = -(-100 // M) * 4
     assert len(log.hops) == 2 * (M - 1) and all(b == chunk for b, _ in log.hops)
     net = NetworkModel.uniform(M, alpha, bw)
@@ -55,11 +56,12 @@ def test_marsit_step_time_uses_one_bit_chunks():
     """Marsit on 8 workers, d = 100: padded to 128 (a multiple of 8·M), chunks of 16 bits
     = 2 bytes, 14 hops → 14·(α + 2/β)."""
     M, alpha = 8, 1e-3
-    comm = RecordingCommunicator(SimulatorCommunicator(make_topology("ring", M)))
+    comm = SimulatorCommunicator(make_topology("ring", M))
+    recorder = comm.observe(TrafficRecorder())
     alg = make_allreduce_algorithm("marsit", comm, "ring", generators=node_generators(0, "compress", list(range(M))))
     alg.init_state(torch.zeros(M, 100))
     alg.aggregate(torch.randn(M, 100), 0, 0.1)
-    log = comm.pop_log()
+    log = recorder.pop_log()
     assert [b for b, _ in log.hops] == [2.0] * 14
     net = NetworkModel.uniform(M, alpha, 8.0)
     assert ring_hops_time(log.hops, net, np.zeros((M, M))) == pytest.approx(14 * (alpha + 2 / 1e6), rel=1e-12)
@@ -90,13 +92,14 @@ def test_gossip_step_on_an_irregular_graph_equals_the_hand_computation(tmp_path)
     cfg = load_config(None, ["network=custom", "network.latency_s=0.01", "network.bandwidth_mbit_s=8",
                              f"network.links={links}"])
     net = NetworkModel.from_config(cfg.network, 4)
-    comm = RecordingCommunicator(SimulatorCommunicator(topo))
+    comm = SimulatorCommunicator(topo)
+    recorder = comm.observe(TrafficRecorder())
     comp = make_compressor("identity", ParamLayout.single(250))
     alg = make_algorithm("dpsgd", comm, comp, 1.0, False, None)
     z = torch.randn(4, 250)
     alg.init_state(z)
     alg.step(z, 0)
-    log = comm.pop_log()
+    log = recorder.pop_log()
     assert log.message_bytes == 1000 and log.gossip_step == 0
     compute = [0.10, 0.20, 0.05, 0.30]
     clock = SimClock(topo, net, fixed_device(compute))

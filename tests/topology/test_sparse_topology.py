@@ -54,11 +54,11 @@ def test_simulator_mixing_and_edge_slots_equal_the_dense_path(monkeypatch, name,
     x = torch.randn(n, 7, generator=torch.Generator().manual_seed(0))
     for step in range(3):
         for dtype in (torch.float32, torch.float64):
-            assert torch.equal(sparse._mix(x, step, dtype), dense._mix(x, step, dtype))
+            assert torch.equal(sparse.weights(step, dtype) @ x.to(dtype), dense.weights(step, dtype) @ x.to(dtype))
         for (d1, s1, w1), (d2, s2, w2) in zip(sparse.edge_slots(step), dense.edge_slots(step), strict=True):
             assert torch.equal(d1, d2) and torch.equal(s1, s2) and torch.equal(w1, w2)
-        sparse._count(10, step)
-        dense._count(10, step)
+        sparse._count(sparse.plan(step), 10)
+        dense._count(dense.plan(step), 10)
     assert torch.equal(sparse.bytes_sent, dense.bytes_sent)
 
 
@@ -75,7 +75,7 @@ def test_many_nodes_build_and_one_mixing_step(name, kw, n):
     assert topo.is_doubly_stochastic
     comm = SimulatorCommunicator(topo)
     x = torch.randn(n, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    y = comm._mix(x, 0, torch.float64)
+    y = comm.weights(0, torch.float64) @ x
     assert torch.allclose(y.mean(dim=0), x.mean(dim=0), atol=1e-12)    # consensus keeps the average
     assert (y - y.mean(0)).norm() < (x - x.mean(0)).norm()              # and contracts the rest
     assert 0.0 < topo.spectral_gap <= 1.0

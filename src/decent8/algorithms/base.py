@@ -51,6 +51,11 @@ class AlgorithmContext:
     cols: int | None = None
     #: constructor keyword -> value, read from the config by :attr:`Algorithm.options`
     options: dict[str, Any] = field(default_factory=dict)
+    #: ``algorithm.params`` as given (checked against :attr:`Algorithm.params` by :meth:`Algorithm.from_context`)
+    params: dict[str, Any] = field(default_factory=dict)
+    #: the compressor the models travel with when it differs from ``compressor``, the one the
+    #: algorithm is checked against (D-PSGD at precision=int8: an identity algorithm, 8-bit models)
+    wire_compressor: Compressor | None = None
 
 
 class Algorithm(ABC):
@@ -102,6 +107,16 @@ class Algorithm(ABC):
     @abstractmethod
     def create(cls, ctx: AlgorithmContext) -> "Algorithm":
         """The algorithm for one run (one-line ConfigError for settings it cannot run with)."""
+
+    @classmethod
+    def from_context(cls, ctx: AlgorithmContext) -> "Algorithm":
+        """The one way an algorithm is built (``decent8 train``, the Python API, tests,
+        benchmarks): :meth:`create`, then its checked ``params`` and its wire compressor."""
+        algorithm = cls.create(ctx)
+        algorithm.params = cls.resolve_params(ctx.params)
+        if ctx.wire_compressor is not None:
+            algorithm.compressor = ctx.wire_compressor
+        return algorithm
 
     @classmethod
     def resolve_params(cls, given: Mapping[str, object] | None) -> dict[str, object]:

@@ -37,11 +37,13 @@ def make_algorithm(
     gamma: float,
     push_sum: bool,
     generators: Sequence[torch.Generator] | None = None,
+    params: dict | None = None,
     **options,
 ) -> Algorithm:
-    """The algorithm ``name`` with its constructor ``options`` (gut, qg_gutm: ``mu``)."""
-    return algorithm_class(name).create(AlgorithmContext(comm, compressor, gamma, push_sum, generators,
-                                                         options=options))
+    """The algorithm ``name`` with its constructor ``options`` (gut, qg_gutm: ``mu``) and
+    ``params`` (``algorithm.params``), through :meth:`~.base.Algorithm.from_context` as a run builds it."""
+    return algorithm_class(name).from_context(AlgorithmContext(comm, compressor, gamma, push_sum, generators,
+                                                               options=options, params=dict(params or {})))
 
 
 def make_allreduce_algorithm(
@@ -60,8 +62,8 @@ def make_allreduce_algorithm(
     (``torus``, ``rows`` × ``cols``); ``generators``: one per local node (the per-hop draws)."""
     cls = algorithm_class(name)
     check_allreduce_options(K, eta_s, reset)
-    return cls.create(AlgorithmContext(comm, None, 1.0, False, generators, topology, rows, cols,  # type: ignore[arg-type]
-                                       options=dict(base_lr=base_lr, eta_s=eta_s, K=K, reset=reset)))
+    return cls.from_context(AlgorithmContext(comm, None, 1.0, False, generators, topology, rows, cols,  # type: ignore[arg-type]
+                                             options=dict(base_lr=base_lr, eta_s=eta_s, K=K, reset=reset)))
 
 
 __all__ = ["names_of", "resolve_push_sum", "optimizer_kind_for", "make_algorithm", "make_allreduce_algorithm",

@@ -30,7 +30,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..config import EXECUTION_OPTIONS, flatten, from_dict, load_config, to_dict, to_yaml
+from ..config import EXECUTION_OPTIONS, apply_options, evolve, flatten, from_dict, load_config, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError
 from ..experiments.aggregate import format_mean_std
 from ..experiments.report import AGGREGATED, build_report
@@ -277,8 +277,7 @@ def _run_parallel(cells: list, sweep_dir: Path, jobs: int) -> dict[str, dict | s
         else:
             _clear(run_dir)
             cfg_file = sweep_dir / ".cells" / f"{cell.name}.yaml"
-            cfg.progress = False
-            atomic_write_text(cfg_file, to_yaml(cfg))
+            atomic_write_text(cfg_file, to_yaml(evolve(cfg, {"progress": False})))
             args, what = ["train", str(cfg_file), "--quiet"], "started"
         with lock:
             print(f"  {cell.label}: {what} (log: {log})", flush=True)
@@ -378,8 +377,7 @@ def run(ns: argparse.Namespace) -> int:
     check_sweep_folder(sweep_dir)
     cfgs = []
     for cell in plan.cells:                 # validate every cell before anything runs
-        cfg = cell_config(plan, cell)
-        cfg.out_dir, cfg.name = str(sweep_dir), cell.name
+        cfg = apply_options(cell_config(plan, cell), {"out_dir": str(sweep_dir), "name": cell.name})
         cfg = build(cfg).cfg                # the resolved config (defaults filled): what config.yaml holds
         check_existing(sweep_dir / cell.name, cfg)
         check_clearable(sweep_dir / cell.name)

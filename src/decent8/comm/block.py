@@ -255,7 +255,7 @@ class BlockCommunicator(DistributedCommunicator):
         self.cross_bytes += plan.cross_degree * per_edge
 
     # ------------------------------------------------------------------ gossip
-    def exchange(
+    def _exchange(
         self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
@@ -280,7 +280,7 @@ class BlockCommunicator(DistributedCommunicator):
             rows = own.to(dtype)
         return (plan.mix64 if dtype == torch.float64 else plan.mix32.to(dtype)) @ rows
 
-    def mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
+    def _mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
         plan = self._plan(step)
         v = values.to(self.device, torch.float32).contiguous()
         self._count(plan, float(v.shape[1] * 4))
@@ -320,7 +320,7 @@ class BlockCommunicator(DistributedCommunicator):
         self._routes[dst] = cached
         return cached
 
-    def permute_pass(self, chunk: torch.Tensor, dst: "list[int] | tuple[int, ...]") -> torch.Tensor:
+    def _permute_pass(self, chunk: torch.Tensor, dst: "list[int] | tuple[int, ...]") -> torch.Tensor:
         """Local node i's row goes to node ``dst[i]`` (simulator semantics); hops between
         nodes of one rank are copies, the others one message per rank pair."""
         dst_t = tuple(int(d) for d in dst)
@@ -340,9 +340,9 @@ class BlockCommunicator(DistributedCommunicator):
             out[recv_pos] = got
         return out.to(chunk.device)
 
-    def ring_pass(self, chunk: torch.Tensor) -> torch.Tensor:
+    def _ring_pass(self, chunk: torch.Tensor) -> torch.Tensor:
         n = self.num_nodes
-        return self.permute_pass(chunk, [(i + 1) % n for i in range(n)])
+        return self._permute_pass(chunk, tuple((i + 1) % n for i in range(n)))
 
     # -------------------------------------------------------------- reductions
     # mean_over_nodes: the parent's (a sum of the local rows, all-reduced over the ranks)

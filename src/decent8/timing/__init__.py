@@ -3,9 +3,8 @@
 * :mod:`.network` — per-link latency/bandwidth, profiles, shared uplinks, jitter;
 * :mod:`.device` — per-node compute time per step (FLOPs / throughput, fixed,
   measured), FP32 vs 8-bit, stragglers;
-* :mod:`.clock` — :class:`~.clock.RecordingCommunicator` (logs the wire traffic of
-  each step through the Communicator interface and measures time in communication
-  calls) and :class:`~.clock.SimClock` (turns a step's log into simulated seconds);
+* :mod:`.clock` — :class:`~.clock.TrafficRecorder` (an observer of the communicator
+  that logs the wire traffic of each step) and :class:`~.clock.SimClock` (turns a step's log into simulated seconds);
 * :mod:`.faults` — node dropout / link failure per round with re-weighted mixing;
 * :mod:`.plots` — accuracy vs simulated time and vs bytes.
 
@@ -15,13 +14,15 @@ compute / communication split) in every metrics line and the summary.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .clock import RecordingCommunicator, SimClock, StepLog, gossip_time, ring_hops_time
+from ..comm.base import Communicator
+from .clock import SimClock, TrafficRecorder, StepLog, gossip_time, ring_hops_time
 from .device import DeviceModel, device_from_config
 from .faults import FaultModel, FaultySimulatorCommunicator, faulty_weights
 from .network import PROFILES, NetworkModel, cross_rank_profile
@@ -82,16 +83,17 @@ class Timer:
     approximate on CUDA (communication calls count until their launch).
     """
 
-    def __init__(self, comm: RecordingCommunicator, clock: SimClock, device: DeviceModel) -> None:
+    def __init__(self, comm: Communicator, clock: SimClock, device: DeviceModel) -> None:
         self.comm = comm
+        #: the wire traffic of each step, as the communicator reports it
+        self.recorder = comm.observe(TrafficRecorder())
         self.clock = clock
         self.device = device
         self.measured = np.zeros(3)   # Σ compute s, Σ comm s, steps (since the last interval read)
         self.total = np.zeros(3)      # the same over the whole run
         #: wait for the device after every step (only the measured device model needs it)
         self.step_sync = device.kind == "measured"
-        if hasattr(comm, "sync_calls"):
-            comm.sync_calls = comm.sync_calls and self.step_sync
+        comm.sync_calls = comm.sync_calls and self.step_sync
 
     def add_backlog(self, seconds: float) -> None:
         """Count ``seconds`` (the wait for the device after unsynced steps) as compute time."""
@@ -109,11 +111,11 @@ class Timer:
         self.measured += rec
         self.total += rec
         c = self.device.compute_times(step, compute_s, self.comm.k)
-        return self.clock.advance(self.comm.pop_log(), c)
+        return self.clock.advance(self.recorder.pop_log(), c)
 
     def after_round(self) -> float:
         """Advance the clock by a gossip-only round (no computation)."""
-        return self.clock.advance(self.comm.pop_log(), np.zeros(self.clock.topology.n))
+        return self.clock.advance(self.recorder.pop_log(), np.zeros(self.clock.topology.n))
 
     def interval(self) -> tuple[float, float]:
         """Mean measured (compute, comm) seconds per step since the last call."""
@@ -139,7 +141,7 @@ class Timer:
                 "ring_scale": self.clock.ring_scale}
 
 
-def make_timer(cfg, topology, comm: RecordingCommunicator, compressor, dim: int, faults: FaultModel) -> Timer:
+def make_timer(cfg, topology, comm: Communicator, compressor, dim: int, faults: FaultModel) -> Timer:
     """Network, device and clock of a run (validates the network, device_model and clock groups)."""
     net = NetworkModel.from_config(cfg.network, topology.n, derive_seed(cfg.seed, "network"))
     dist_cfg = getattr(cfg, "dist", None)
@@ -187,12 +189,12 @@ def make_timer(cfg, topology, comm: RecordingCommunicator, compressor, dim: int,
             if as_model is not None:
                 raise
             kind = "measured"
-        dcfg = type(dcfg)(**{**dcfg.__dict__, "name": kind})
+        dcfg = dataclasses.replace(dcfg, name=kind)
     device = device_from_config(dcfg, topology.n, cfg.precision, derive_seed(cfg.seed, "device"), flops_checked)
     clock = SimClock(topology, net, device, faults, cfg.clock.overlap, message_scale, ring_scale)
     return Timer(comm, clock, device)
 
 
 __all__ = ["NetworkModel", "PROFILES", "DeviceModel", "device_from_config", "FaultModel", "FaultySimulatorCommunicator",
-           "faulty_weights", "RecordingCommunicator", "SimClock", "StepLog", "gossip_time", "ring_hops_time",
+           "faulty_weights", "TrafficRecorder", "SimClock", "StepLog", "gossip_time", "ring_hops_time",
            "Timer", "make_timer", "check_faults"]

@@ -1,11 +1,11 @@
-"""Simulated wall-clock (SPEC §12) and the communicator that feeds it.
+"""Simulated wall-clock (SPEC §12) and the recorder that feeds it.
 
-:class:`RecordingCommunicator` wraps any :class:`~decent8.comm.base.Communicator`
-(simulator, faulty simulator, torch.distributed rank) and, without changing what it
-computes, logs per training step what went on the wire — the bytes of each gossip
-message (``exchange`` payloads plus push-sum scalars, which ride along) and every ring
-hop (``ring_pass`` / ``permute_pass``: bytes and destination) — and measures the wall
-time spent inside those calls (``comm_time_s``).
+:class:`TrafficRecorder` observes any :class:`~decent8.comm.base.Communicator`
+(simulator, faulty simulator, torch.distributed rank) and logs per training step what
+went on the wire — the bytes of each gossip message (``exchange`` and
+``exchange_increment`` payloads plus push-sum scalars, which ride along) and every ring
+hop (``ring_pass`` / ``permute_pass``: bytes and destination). The communicator itself
+measures the wall time spent inside those calls (``comm_time_s``).
 
 :class:`SimClock` turns one step's log and the nodes' compute times C_i into time:
 
@@ -33,15 +33,10 @@ ring hop by (that model's padded length / this model's), and the FLOPs are that 
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
-from ..comm.base import Communicator
-from ..compression.base import Compressor
-from ..compression.payload import Payload
 from ..topology import Topology
 from .device import DeviceModel
 from .faults import FaultModel
@@ -62,86 +57,27 @@ class StepLog:
         return self.gossip_step is None and not self.hops
 
 
-class RecordingCommunicator(Communicator):
-    """Delegates every call to ``inner``; logs the wire traffic of the current step and
-    the wall time spent in communication calls (see the module docstring)."""
+class TrafficRecorder:
+    """A :class:`~decent8.comm.base.TrafficObserver` that logs the wire traffic of the
+    current step for the simulated clock (see the module docstring); the communicator's
+    own ``comm_time_s`` is the measured time. Attach with ``comm.observe(TrafficRecorder())``."""
 
-    def __init__(self, inner: Communicator) -> None:  # no super().__init__: the state is inner's
-        self.inner = inner
+    def __init__(self) -> None:
         self.log = StepLog()
-        self.comm_time_s = 0.0
-        #: wait for the device after each call (CUDA), so that its time is the call's own;
-        #: the Timer turns this off unless each step's time is needed (Timer.step_sync)
-        self.sync_calls = inner.device.type == "cuda"
 
-    # --- delegated state ------------------------------------------------------
-    topology = property(lambda self: self.inner.topology)
-    num_nodes = property(lambda self: self.inner.num_nodes)
-    local_nodes = property(lambda self: self.inner.local_nodes)
-    device = property(lambda self: self.inner.device)
-    is_main = property(lambda self: self.inner.is_main)
-    has_permute_pass = property(lambda self: self.inner.has_permute_pass)
-
-    @property
-    def bytes_sent(self) -> torch.Tensor:
-        return self.inner.bytes_sent
-
-    @bytes_sent.setter
-    def bytes_sent(self, value: torch.Tensor) -> None:
-        self.inner.bytes_sent = value
-
-    def __getattr__(self, name: str):  # backend-specific extras (rank, weights, …)
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    def on_traffic(self, kind: str, step: int | None, nbytes: float, dst: tuple[int, ...] | None) -> None:
+        if kind == "gossip":
+            self.log.gossip_step = step
+            self.log.message_bytes += nbytes
+        elif kind == "scalars":
+            self.log.gossip_step = step
+            self.log.scalar_bytes += nbytes
+        else:
+            self.log.hops.append((nbytes, dst))
 
     def pop_log(self) -> StepLog:
         log, self.log = self.log, StepLog()
         return log
-
-    def _timed(self, fn, *args, **kwargs):
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        if self.sync_calls:
-            torch.cuda.synchronize(self.device)
-        self.comm_time_s += time.perf_counter() - t0
-        return out
-
-    # --- traffic ----------------------------------------------------------------
-    def exchange(self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None = None,
-                 dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        self.log.gossip_step = step
-        self.log.message_bytes += float(payload.nbytes_per_node())
-        return self._timed(self.inner.exchange, payload, compressor, step, decoded, dtype)
-
-    def mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
-        self.log.gossip_step = step
-        self.log.scalar_bytes += float(values.shape[1] * 4)
-        return self._timed(self.inner.mix_scalars, values, step)
-
-    def ring_pass(self, chunk: torch.Tensor) -> torch.Tensor:
-        self.log.hops.append((float(chunk[0].numel() * chunk.element_size()), None))
-        return self._timed(self.inner.ring_pass, chunk)
-
-    def permute_pass(self, chunk: torch.Tensor, dst) -> torch.Tensor:
-        self.log.hops.append((float(chunk[0].numel() * chunk.element_size()), tuple(int(d) for d in dst)))
-        return self._timed(self.inner.permute_pass, chunk, dst)
-
-    # --- not training traffic -----------------------------------------------------
-    def mean_over_nodes(self, x: torch.Tensor) -> torch.Tensor:
-        return self.inner.mean_over_nodes(x)
-
-    def gather_nodes(self, x: torch.Tensor) -> torch.Tensor:
-        return self.inner.gather_nodes(x)
-
-    def barrier(self) -> None:
-        self.inner.barrier()
-
-    def broadcast_object(self, obj):
-        return self.inner.broadcast_object(obj)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def gossip_time(compute: np.ndarray, message_bytes: np.ndarray, adjacency: np.ndarray, delivered: np.ndarray,

@@ -22,17 +22,18 @@ the sums exact by also not counting the sender's share as sent"):
   converges to the true average (tests/timing/test_timing.py).
 
 The algorithms are unchanged: this is a :class:`~decent8.comm.simulator.SimulatorCommunicator`
-whose mixing matrix at step t is W'(t), used by ``exchange`` and ``mix_scalars`` alike.
+whose mixing plan at step t is W'(t), read by ``exchange``, ``mix_scalars`` and the sparse
+increment alike.
 """
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import torch
 
-from ..comm.simulator import SPARSE_MIN_NODES, SimulatorCommunicator
+from ..comm.mixing_plan import MixingPlan
+from ..comm.simulator import SimulatorCommunicator
 from ..errors import ConfigError
 from ..topology import Topology
 
@@ -79,7 +80,9 @@ def faulty_weights(W: np.ndarray, delivered: np.ndarray, push_sum: bool) -> np.n
 
 
 class FaultySimulatorCommunicator(SimulatorCommunicator):
-    """The simulator with faults: mixing by W'(t), bytes only for what was sent.
+    """The simulator with faults: every path mixes by W'(t) and counts bytes only for
+    what was sent, through one :class:`~decent8.comm.mixing_plan.MixingPlan` per round
+    (the dense exchange and Choco's sparse increment alike).
 
     A node that is up sends its payload to each out-neighbour (a failed link still
     costs the bytes); a node that is down sends nothing."""
@@ -89,25 +92,14 @@ class FaultySimulatorCommunicator(SimulatorCommunicator):
         super().__init__(topology, device)
         self.faults = faults
         self.push_sum = bool(push_sum)
-        self._step_cache: tuple[int, torch.Tensor, torch.Tensor] | None = None
+        self._step_plan: tuple[int, MixingPlan] | None = None
 
-    def _faulty(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._step_cache is None or self._step_cache[0] != step:
+    def plan(self, step: int) -> MixingPlan:
+        """W'(step) (module docstring), cached for the current round."""
+        if self._step_plan is None or self._step_plan[0] != step:
             up, delivered = self.faults.draw(step)
             adj = self.topology.adjacency(step)
-            w_np = faulty_weights(self.topology.weights_np(step), delivered | ~adj, self.push_sum)
-            w = torch.tensor(w_np, dtype=torch.float32, device=self.device)
-            if self.num_nodes >= SPARSE_MIN_NODES:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-                    w = w.to_sparse_csr()
-            sends = torch.as_tensor(self.topology.out_degree(step) * up, dtype=torch.float64)
-            self._step_cache = (step, w, sends)
-        return self._step_cache[1], self._step_cache[2]
-
-    def _mix(self, x: torch.Tensor, step: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        w = self._faulty(step)[0]
-        return w.to(dtype) @ x.to(dtype)
-
-    def _count(self, nbytes_per_node: int, step: int) -> None:
-        self.bytes_sent += self._faulty(step)[1] * float(nbytes_per_node)
+            w = faulty_weights(self.topology.weights_np(step), delivered | ~adj, self.push_sum)
+            sends = self.topology.out_degree(step) * up
+            self._step_plan = (step, MixingPlan(self.num_nodes, sends, self.device, dense=w))
+        return self._step_plan[1]

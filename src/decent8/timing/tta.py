@@ -2,7 +2,7 @@
 
 Training does not depend on the network, so one run per algorithm is enough: for each
 run folder this rebuilds the run from its ``config.yaml``, performs one training step
-through the :class:`~decent8.timing.clock.RecordingCommunicator` to get the step's wire
+observed by its :class:`~decent8.timing.clock.TrafficRecorder` to get the step's wire
 log, and prices that log with :class:`~decent8.timing.clock.SimClock` on uniform
 networks of the given bandwidths (same latency). Every step of a run without faults,
 jitter or Marsit-K resets has the same log, so the simulated time of metrics row r is
@@ -28,7 +28,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from ..config import from_dict
@@ -43,15 +42,14 @@ def step_log(cfg):
     """(components, the wire log of one training step, the log of one consensus round)."""
     from ..train.build import build
     from ..train.engine import Engine
-    cfg.progress = False
     c = build(cfg)
     engine = Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0)
     idx = c.sampler.epoch_indices(0)
     batch = idx[:, 0]
     engine.train_step(c.dataset.x_train[batch].to(c.device), c.dataset.y_train[batch].to(c.device), 0.01)
-    log = c.comm.pop_log()
+    log = c.timer.recorder.pop_log()
     engine.consensus_round()
-    return c, log, c.comm.pop_log()
+    return c, log, c.timer.recorder.pop_log()
 
 
 def label_of(summary: dict) -> str:

@@ -5,7 +5,6 @@ one-line :class:`~decent8.errors.ConfigError` and leaves no run folder behind.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
@@ -13,19 +12,18 @@ import numpy as np
 import torch
 
 from ..algorithms import algorithm_class
-from ..algorithms.allreduce import RESETS
 from ..algorithms.base import Algorithm, AlgorithmContext
 from ..comm.base import Communicator
 from ..comm.simulator import SimulatorCommunicator
 from ..compression import make_compressor
 from ..compression.base import Compressor
 from ..compression.wire import INT8_WIRE, wire_compression  # noqa: F401  (re-exported: train.build.wire_compression)
-from ..config import TrainConfig
+from ..config import TrainConfig, is_frozen
 from ..data.dataset import ArrayDataset
 from ..data.partition import make_partition
 from ..data.registry import dataset_from_config
 from ..data.sampler import NodeSampler
-from ..errors import ConfigError, choice_error
+from ..errors import ConfigError
 from ..models import MODELS, StackedModel, init_parameters, make_model
 from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
@@ -35,8 +33,10 @@ from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
 from ..seeding import derive_seed, node_generators
 from ..topology import Topology, topology_from_config
-from ..timing import FaultySimulatorCommunicator, RecordingCommunicator, Timer, check_faults, make_timer
+from ..timing import FaultySimulatorCommunicator, Timer, check_faults, make_timer
 
+from .resolve import (check_scalars, d2_default_gamma, default_gamma, default_lr, option_value,  # noqa: F401
+                      resolve, resolve_algorithm_defaults, resolve_with_defaults)
 from .validate import (BACKENDS, MAX_EPOCHS, MAX_SEED, MAX_STEP, MAX_TIMEOUT_S, MIN_DECAY_EVERY,  # noqa: F401
                        SCHEDULES, _interval, _number, check_plain)
 #: bytes of per-node state per parameter: model, momentum, the algorithm's copies, gradient (fp32)
@@ -84,72 +84,6 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
-def resolve_algorithm_defaults(cfg: TrainConfig) -> dict[str, object]:
-    """Fill the options ``cfg`` leaves null from the algorithm's
-    :attr:`~decent8.algorithms.base.Algorithm.defaults` (issue 12: an algorithm's documented
-    good settings are what a plain ``decent8 train algorithm=NAME`` uses; a value the user
-    sets always wins), in ``cfg`` — the resolved copy whose config.yaml records the values
-    used; returns ``{option: value}`` of those filled."""
-    table = dict(algorithm_class(cfg.algorithm.name).defaults)
-    filled: dict[str, object] = {}
-    for option, value in table.items():
-        group, name = option.split(".")
-        section = getattr(cfg, group)
-        if getattr(section, name) is None:
-            setattr(section, name, value)
-            filled[option] = value
-    return filled
-
-
-def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str = "local",
-                  momentum: float = 0.0, push_sum: bool = False) -> float:
-    """Consensus step γ when the config leaves it null.
-
-    1 without compression (and for 8-bit quantization, which loses little). For top-k,
-    Choco-SGD takes 5·(1 − ratio) (0.05 at 99 %, tuned on the short digits runs), while
-    Deep-Squeeze / Sparse-Push, which gossip compressed *weights*, take 1 − ratio (0.01,
-    the reference code's value; 0.05 diverges on digits). Random-k keeps far less of the
-    signal: 1 − ratio. The paper's long CIFAR-10 runs used 0.01 at 99 % top-k for both;
-    its presets set γ explicitly.
-
-    With quasi-global momentum (``optimizer=qgm``, momentum β) a compressed γ (< 1) is
-    multiplied by 1 − β: QGM's buffer m̂ ← β·m̂ + (1 − β)·(x_before − x_after)/lr takes
-    in every gossip displacement Δ and its Nesterov step lr·β²·m̂ re-applies it, so a
-    steady displacement Δ per step moves x by D = Δ + β²·D = Δ/(1 − β²) (5.3·Δ at
-    β = 0.9). Without a factor Choco + QGM with 99 % top-k (γ 0.05) diverged in epoch
-    19 on digits (seed 3, issue 12); of the two factors tried on seeds 0–4, 1 − β²
-    (γ 0.0095: 57–87 %) and 1 − β (γ 0.005: 86–94 %), the second is the default;
-    docs/results/defaults.md has the runs.
-
-    Under push-sum (a W that is not doubly stochastic: directed, irregular graphs) a
-    compressed Choco step takes 2·(1 − ratio) (0.02 at 99 %), together with the smaller
-    learning rate of :func:`default_lr`: the weights ω are mixed exactly with the same γ
-    while the numerators z are mixed through the lagging compressed copies, and a 5-node
-    ring with one chord diverged at γ 0.05 (lr 0.1). At lr 0.1, γ 0.01 reached 94.4–95.8 %
-    and γ 0.02 fell to 56 % at one chunk size; at lr 0.05, γ 0.02 trains to ≥ 95 % on two
-    irregular digraphs for every seed and chunk size tried (docs/results/defaults.md).
-    """
-    gamma = algorithm_class(algorithm).default_gamma(compression, ratio, push_sum)
-    if optimizer == "qgm" and gamma < 1.0:
-        gamma *= 1.0 - float(momentum)
-    return round(gamma, 10)
-
-
-def d2_default_gamma(topology: Topology) -> float:
-    """D²'s γ when ``algorithm.gamma`` is null (:meth:`decent8.algorithms.d2.D2.topology_gamma`)."""
-    from ..algorithms.d2 import D2
-    return D2.topology_gamma(topology)
-
-
-def default_lr(push_sum: bool, gamma: float) -> float:
-    """Learning rate when ``optimizer.lr`` is null (and the data set sets none): 0.1, the
-    digits main job's; 0.05 under push-sum with compressed gossip (γ < 1), where lr 0.1
-    with γ 0.02 fell to 56 % on a 5-node digraph at one chunk size (likely cause: the
-    compressed numerators and the exactly mixed weights ω drift apart; see
-    :func:`default_gamma` and docs/results/defaults.md)."""
-    return 0.05 if push_sum and gamma < 1.0 else 0.1
-
-
 def int8_exact_models(algorithm: str, compression: str, wire: str) -> bool:
     """True when ``precision=int8`` turned the dense wire of an algorithm that never
     compresses into 8-bit models (D-PSGD, SGP); such algorithms without an 8-bit wire format
@@ -163,40 +97,6 @@ def quant_spec(cfg: TrainConfig) -> QuantSpec | None:
     q = cfg.quant
     spec = QuantSpec(bits=q.bits, grad_bits=q.grad_bits, stochastic=q.stochastic, eval_stochastic=q.eval_stochastic)
     return spec if cfg.precision == "int8" else None
-
-
-def check_scalars(cfg: TrainConfig) -> None:
-    """Range checks of plain options (the component factories check their own):
-    :func:`~.validate.check_plain` (no torch needed; the CLI runs it first), then the
-    run name, the node limit and the algorithm's own options."""
-    from .run_dir import check_run_name
-
-    check_plain(cfg)
-    if cfg.name is not None:
-        check_run_name(cfg.name)
-    from ..topology.graphs import MAX_NODES
-    if cfg.nodes > MAX_NODES:
-        raise ConfigError("nodes", f"at most {MAX_NODES:,} nodes, got {cfg.nodes}")
-    algorithm_type = algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass
-    if getattr(algorithm_type, "event_driven", False) and cfg.backend != "simulator":  # before any rendezvous
-        raise ConfigError("backend", f"{cfg.algorithm.name} runs in the simulator only (backend=simulator): its "
-                                     f"atomic pairwise averages need one-sided communication (docs/algorithms.md §13)")
-    algorithm_type.resolve_params(cfg.algorithm.params)
-    _number("allreduce.eta_s", cfg.allreduce.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
-    _number("allreduce.K", cfg.allreduce.K, lo=0, integer=True)
-    if cfg.allreduce.reset not in RESETS:
-        raise choice_error("allreduce.reset", cfg.allreduce.reset, RESETS)
-
-
-def option_value(cfg: TrainConfig, option: str) -> object:
-    """The value of a dotted option (``allreduce.eta_s``) in ``cfg``."""
-    value: object = cfg
-    for part in option.split("."):
-        if not hasattr(value, part):
-            raise ConfigError("algorithm", f"{cfg.algorithm.name} declares option {option!r}, which the config "
-                                           f"does not have")
-        value = getattr(value, part)
-    return value
 
 
 def _memory_bytes(device: torch.device) -> int | None:
@@ -265,29 +165,40 @@ def check_parts(parts, nodes: int, n: int) -> list[np.ndarray]:
     return parts
 
 
+def load_dataset(cfg: TrainConfig, module_given: bool = False) -> ArrayDataset:
+    """The run's data set as its config names it (model=hf: ids as transformer inputs)."""
+    dataset = dataset_from_config(cfg.data, cfg.seed, tokenizer=pretrained_folder(cfg))
+    if cfg.model.name == "hf" and not module_given:
+        dataset = id_dict_inputs(dataset)
+    return dataset
+
+
 def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.nn.Module | None" = None,
-          dataset: ArrayDataset | None = None, loss=None, parts: list[np.ndarray] | None = None) -> Components:
-    """Validate ``cfg`` and construct the run. ``comm`` defaults to the simulator.
+          dataset: ArrayDataset | None = None, loss=None, parts: list[np.ndarray] | None = None,
+          defaults: dict | None = None) -> Components:
+    """Construct the run from a resolved config (:func:`~.resolve.resolve`); a config not yet
+    resolved is resolved first, the one path every caller takes. ``comm`` defaults to the
+    simulator (or the backend the config names); ``cfg`` is not changed: the components
+    hold the frozen resolved config (``Components.cfg``: what config.yaml records).
 
     The Python API (:mod:`decent8.api`) may hand over the model (an initialised
     ``nn.Module``), the data set, the loss and the per-node index lists instead of
-    their config options. Options left null take the algorithm's defaults
-    (:func:`resolve_algorithm_defaults`). ``cfg`` is not changed: the components hold the
-    resolved copy (``Components.cfg``: defaults filled, what config.yaml records)."""
-    import copy
-
+    their config options. ``defaults``: the options the resolution filled (summary.json),
+    when ``cfg`` was resolved by the caller."""
     check_scalars(cfg)
-    cfg = copy.deepcopy(cfg)
-    defaults = resolve_algorithm_defaults(cfg)
     qspec = quant_spec(cfg)
     device = resolve_device(cfg.device)
     torch.manual_seed(derive_seed(cfg.seed, "torch"))
-
     pretrained_dir = pretrained_folder(cfg)
     if dataset is None:
-        dataset = dataset_from_config(cfg.data, cfg.seed, tokenizer=pretrained_dir)
-    if cfg.model.name == "hf" and module is None:
+        dataset = load_dataset(cfg, module_given=module is not None)
+    elif cfg.model.name == "hf" and module is None:
         dataset = id_dict_inputs(dataset)
+    topology = topology_from_config(cfg.topology, cfg.nodes, cfg.seed)
+    if not is_frozen(cfg):
+        cfg, defaults = resolve_with_defaults(cfg, dataset, module_given=module is not None, topology=topology)
+    defaults = dict(defaults or {})
+
     if cfg.nodes > len(dataset.y_train):
         raise ConfigError("nodes", f"{cfg.nodes} nodes but only {len(dataset.y_train)} training samples")
     if cfg.data.batch_size > len(dataset.y_train):
@@ -307,7 +218,6 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                    f"empty with {len(dataset.y_train)} samples, partition={cfg.partition.name}); "
                                    f"use fewer nodes")
     t = cfg.topology
-    topology = topology_from_config(t, cfg.nodes, cfg.seed)
     algorithm_type = algorithm_class(cfg.algorithm.name)
     push_sum = algorithm_type.resolve_push_sum(cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     topology.validate_for(push_sum)
@@ -328,8 +238,6 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
             comm = FaultySimulatorCommunicator(topology, faults, push_sum, device)
         else:
             comm = SimulatorCommunicator(topology, device)
-    if not isinstance(comm, RecordingCommunicator):  # logs the wire traffic for the simulated clock
-        comm = RecordingCommunicator(comm)
 
     task = make_task(cfg.loss if loss is None else loss, cfg.task,
                      integer_targets=not dataset.is_regression, label_smoothing=cfg.label_smoothing)
@@ -339,9 +247,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     parse_compile(cfg.sim.compile)
     if module is None:
-        model_name = cfg.model.name
-        if model_name == "cnn" and dataset.vocab_size is not None and not isinstance(dataset.x_train, dict):
-            model_name = cfg.model.name = "text"  # token ids: the default model is the bag-of-embeddings classifier
+        model_name = cfg.model.name   # resolved: the default cnn on token ids is the text classifier
         if model_name != "hf":  # a pretrained transformer is sized by its checkpoint
             check_model_size(cfg, dataset.input_shape, dataset.num_classes, qspec, device, comm.k, dataset.vocab_size)
         module = make_model(model_name, dataset.input_shape, dataset.num_classes, cfg.model.width,
@@ -357,22 +263,14 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     wire = wire_compression(c.name, cfg.precision)
     compressor = make_compressor(wire, model.layout, ratio=c.ratio, value_bits=c.value_bits, bits=c.bits,
                                  index_dtype=c.index_dtype, stochastic=c.stochastic)
-    gamma = cfg.algorithm.gamma if cfg.algorithm.gamma is not None else default_gamma(cfg.algorithm.name, wire, c.ratio,
-                                                                                       cfg.optimizer.kind, cfg.optimizer.momentum,
-                                                                                       push_sum)
-    if cfg.algorithm.gamma is None and algorithm_type.topology_gamma(topology) is not None:  # recorded: config.yaml reruns it
-        gamma = cfg.algorithm.gamma = defaults["algorithm.gamma"] = algorithm_type.topology_gamma(topology)
-    if cfg.optimizer.lr is None:  # recorded like the algorithm's defaults (config.yaml, summary.json)
-        cfg.optimizer.lr = defaults["optimizer.lr"] = default_lr(push_sum, gamma)
+    gamma = float(cfg.algorithm.gamma)   # resolved (resolve.py: the default, or the topology's for D²)
     generators = node_generators(cfg.seed, "compress", comm.local_nodes)
     eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
     options = {key: option_value(cfg, option) for key, option in algorithm_type.options.items()}
-    algorithm = algorithm_type.create(AlgorithmContext(
+    algorithm = algorithm_type.from_context(AlgorithmContext(
         comm, make_compressor("identity", model.layout) if eight_bit_models else compressor, gamma, push_sum,
-        generators, t.name, t.rows, t.cols, options))
-    algorithm.params = algorithm_type.resolve_params(cfg.algorithm.params)
-    if eight_bit_models:  # D-PSGD at precision=int8: the models it mixes travel as 8-bit values
-        algorithm.compressor = compressor
+        generators, t.name, t.rows, t.cols, options, params=dict(cfg.algorithm.params),
+        wire_compressor=compressor if eight_bit_models else None))   # D-PSGD at int8: 8-bit models on the wire
 
     o = cfg.optimizer
     optimizer = make_optimizer(algorithm_type.optimizer_for(o.kind), o.momentum, o.nesterov, o.weight_decay,

@@ -1,8 +1,8 @@
 """The training loop: epochs, lr schedule, evaluation, checkpoints, metrics (SPEC §8).
 
-``train(cfg)`` runs in named stages: build (validate everything once, then construct the
-components from a resolved copy of the config), resolve the execution, create the run
-folder (config.yaml: the resolved config), run the epochs (steps_per_epoch iterations of
+``train(cfg)`` runs in named stages: resolve (every default decided once, frozen) and
+build (construct the components), resolve the execution, create the run folder
+(config.yaml: the resolved config), run the epochs (steps_per_epoch iterations of
 the engine, an evaluation every ``eval_every`` epochs — one line of metrics.jsonl — and a
 checkpoint), then finish: the consensus rounds, a last evaluation and summary.json.
 ``train(cfg, resume=folder)`` continues a run from its last checkpoint; with a
@@ -25,7 +25,7 @@ from tqdm import tqdm
 from ..version import __version__
 from ..algorithms import algorithm_class
 from ..comm.base import Communicator
-from ..config import TrainConfig, flatten, from_dict, partition_label, to_dict, to_yaml
+from ..config import TrainConfig, evolve, flatten, from_dict, partition_label, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
 from .build import Components, build
 from .engine import Engine
@@ -83,13 +83,12 @@ def write_partition(run: RunDir, c: Components) -> None:
 def checkpoint_name(comm: Communicator) -> str:
     """``checkpoint.pt`` in one process; ``checkpoint-rank{r}.pt`` per torch.distributed
     rank (one node per rank: r is the node; node blocks: the rank, holding its block)."""
-    rank = getattr(comm, "rank", None)
-    return CHECKPOINT if rank is None else f"checkpoint-rank{rank}.pt"
+    return CHECKPOINT if comm.single_process else f"checkpoint-rank{comm.rank}.pt"
 
 
 def _one_process(comm: Communicator) -> bool:
     """True when this process is the whole run (the simulator)."""
-    return getattr(comm, "rank", None) is None
+    return comm.single_process
 
 
 def previous_checkpoint_name(name: str) -> str:
@@ -145,16 +144,6 @@ def first_batch(c: Components, augment) -> tuple[torch.Tensor, Any, torch.Tensor
     return x0, xb, c.dataset.y_train[idx].to(c.device)
 
 
-def choose_execution(c: Components, augment) -> ExecutionChoice:
-    """``sim.chunk``: time the candidates on the first real batch when ``auto`` (the
-    model's buffers and the RNGs are left as they were); the choice goes into the
-    config, so ``config.yaml`` reruns the run with the same execution."""
-    choice = choose_chunk(c.model, *first_batch(c, augment), c.cfg.sim.chunk)
-    if c.comm.k == c.comm.num_nodes:  # the simulator (one process per node always runs c = 1)
-        c.cfg.sim.chunk = choice.spec
-    return choice
-
-
 def execution_record(choice: ExecutionChoice) -> dict[str, Any]:
     """``execution.json``: the choice, its timings and where it came from (``source``)."""
     from ..models.execution import _cache_file
@@ -198,7 +187,7 @@ def check(cfg: TrainConfig | None, resume: str | Path | None = None, named_code:
     probe(c.model, *first_batch(c, make_batch_transform(c.dataset, cfg.data.augment, cfg.seed, c.comm.local_nodes,
                                                         c.device)))  # the model's outputs fit the loss
     if resume is not None:
-        if c.comm.k == c.comm.num_nodes and cfg.backend == "simulator":
+        if c.comm.single_process and cfg.backend == "simulator":
             state = run.load_checkpoint(checkpoint_name(c.comm))
             if state is not None:
                 load_engine_state(Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), state, run)
@@ -228,7 +217,7 @@ def check_same_config(cfg: TrainConfig, comm: Communicator) -> None:
     """One process per node: every node must run node 0's config (else payload sizes,
     data shards, even the number of steps differ). Compares a 48-bit hash of each node's
     config (all-gather), and names the nodes that differ and the options."""
-    if comm.k == comm.num_nodes:
+    if comm.single_process:
         return
     import hashlib
     import json
@@ -267,10 +256,10 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
           trust_config: bool = False, started: dict[str, Any] | None = None, **given: Any) -> tuple[dict[str, Any], Path]:
     """Run (or resume) one training run; returns the summary and the run folder.
 
-    Stages: :func:`~.build.build` (validate, then construct, on a resolved copy of ``cfg``:
-    the user's config is not changed), :func:`resolve_execution`, :func:`create_run` (or
-    the resumed folder), :meth:`Session.run_epochs`, :meth:`Session.finish` (consensus
-    rounds, final evaluation, summary.json).
+    Stages: :func:`~.resolve.resolve` (every default decided, frozen; the user's config is
+    not changed) and :func:`~.build.build` (construction), :func:`resolve_execution`,
+    :func:`create_run` (or the resumed folder), :meth:`Session.run_epochs`,
+    :meth:`Session.finish` (consensus rounds, final evaluation, summary.json).
 
     On resume, code the folder's config names (``model=pkg.module:factory``) is imported
     only if ``named_code`` names it again or ``trust_config`` (:mod:`.resume_trust`).
@@ -307,17 +296,22 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
 
 
 def resolve_execution(c: Components, augment) -> ExecutionChoice:
-    """How the simulator runs the nodes (``sim.chunk``, ``sim.compile``), recorded in the
-    resolved config so that config.yaml reruns the run as it ran."""
+    """How the simulator runs the nodes (``sim.chunk``, ``sim.compile``), measured on the
+    built model; ``c.cfg`` becomes the resolved config with the choice in it
+    (:func:`~decent8.config.evolve`), so that config.yaml reruns the run as it ran."""
     cfg, comm = c.cfg, c.comm
     compile_, compile_reason = resolve_compile(cfg.sim.compile, cfg.precision, cfg.epochs * c.sampler.steps_per_epoch)
-    if compile_ and parse_execution(cfg.sim.chunk) is None and comm.k == comm.num_nodes:  # the simulator
-        cfg.sim.chunk = "1"  # compiled: the loop (compiled vmap chunks measured slower, docs/execution.md)
+    chunk = cfg.sim.chunk
+    if compile_ and parse_execution(chunk) is None and comm.single_process:  # the simulator
+        chunk = "1"  # compiled: the loop (compiled vmap chunks measured slower, docs/execution.md)
         compile_reason += "; sim.chunk auto → 1: a compiled loop beats compiled vmap chunks"
-    execution = choose_execution(c, augment)
+    execution = choose_chunk(c.model, *first_batch(c, augment), chunk)
     execution.compile, execution.compile_reason = compile_, compile_reason
     strict = parse_compile(cfg.sim.compile) == "true"  # auto falls back to eager if compiling fails
-    cfg.sim.compile = str(execution.compile).lower()
+    chosen = {"sim.compile": str(execution.compile).lower()}
+    if comm.single_process:  # the simulator (one process per node always runs c = 1)
+        chosen["sim.chunk"] = execution.spec
+    c.cfg = evolve(cfg, chosen)
     if execution.compile:  # after the (eager) timing of sim.chunk=auto
         c.model.compile(strict=strict)
     return execution
@@ -336,7 +330,7 @@ def create_run(c: Components, execution: ExecutionChoice) -> RunDir:
                 new = RunDir.create(Path(cfg.out_dir) / cfg.name)
             else:
                 new = RunDir.create_unique(cfg.out_dir, default_run_stem(cfg))
-                cfg.name = new.path.name
+                cfg = evolve(cfg, {"name": new.path.name})
             new.write_config(to_yaml(cfg))
             atomic_write_text(new.file("execution.json"), json.dumps(execution_record(execution), indent=2) + "\n")
             write_partition(new, c)
@@ -351,9 +345,12 @@ def create_run(c: Components, execution: ExecutionChoice) -> RunDir:
             else:
                 failed = ["out_dir", f"cannot write the run folder {str(Path(cfg.out_dir) / (cfg.name or ''))!r}: "
                                      f"{e.strerror or e}"]
-    cfg.name, failed = comm.broadcast_object([cfg.name, failed])
+    name, failed = comm.broadcast_object([cfg.name, failed])
     if failed is not None:
         raise ConfigError(*failed)
+    if name != cfg.name:
+        cfg = evolve(cfg, {"name": name})
+    c.cfg = cfg   # the resolved config with its run folder's name: what config.yaml holds
     run = RunDir(Path(cfg.out_dir) / cfg.name)  # type: ignore[arg-type]
     if not run.file(CONFIG).exists():  # a host that does not share rank 0's file system
         run.write_config(to_yaml(cfg))
@@ -385,6 +382,8 @@ class Session:
             if self.runner is not None:
                 self.runner.load_state_dict(state.get("async"))
             self.start_epoch, self.wall_before = int(state["epoch"]), float(state["wall_time_s"])
+            # what the first start's resolution filled in (the saved config is already resolved)
+            c.defaults = dict(state.get("algorithm_defaults", c.defaults))
             if self.start_epoch > cfg.epochs:
                 raise ConfigError("resume", f"the checkpoint in {run.path} is of epoch {self.start_epoch}, but the "
                                             f"run has {cfg.epochs} epochs")
@@ -446,6 +445,7 @@ class Session:
                 save_checkpoint(self.run, self.comm, {
                     "epoch": epoch + 1, "wall_time_s": self.wall_before + time.perf_counter() - self.t0,
                     "engine": self.engine.state_dict(), "config": to_dict(self.cfg), "timing": self.timer.state_dict(),
+                    "algorithm_defaults": self.c.defaults,
                     **({"async": self.runner.state_dict()} if self.runner is not None else {})})
             raise_pending()
         self.bar.close()

@@ -66,6 +66,7 @@ class DistributedCommunicator(PeerDiagnosis, Communicator):
             self._owns_group = True
         super().__init__(topology, [rank], dev)
         self.rank = rank
+        self.world_size = int(dist.get_world_size())
         self.timeout_s = timeout_s
         self.backend = str(dist.get_backend())
         self._plans: dict[int, _Plan] = {}
@@ -224,7 +225,7 @@ class DistributedCommunicator(PeerDiagnosis, Communicator):
                 raise self._peer_error(who, TimeoutError("timed out"), what)
 
     # ------------------------------------------------------------------- gossip
-    def exchange(
+    def _exchange(
         self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
@@ -247,7 +248,7 @@ class DistributedCommunicator(PeerDiagnosis, Communicator):
         received = compressor.decode(Payload.stack([Payload(dict(b)) for b in inbox])) if inbox else None
         return self._mix_rows(plan, own.to(self.device), received, dtype)
 
-    def mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
+    def _mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
         plan = self._plan(step)
         v = values.to(self.device, torch.float32).contiguous()
         inbox = [torch.empty_like(v) for _ in plan.sources]
@@ -255,14 +256,14 @@ class DistributedCommunicator(PeerDiagnosis, Communicator):
                        f"push-sum weights at step {step}")
         return self._mix_rows(plan, v, torch.cat(inbox) if inbox else None)
 
-    def ring_pass(self, chunk: torch.Tensor) -> torch.Tensor:
+    def _ring_pass(self, chunk: torch.Tensor) -> torch.Tensor:
         c = chunk.to(self.device).contiguous()
         out = torch.empty_like(c)
         n = self.num_nodes
         self._transfer([(c, (self.rank + 1) % n)], [(out, (self.rank - 1) % n)], "ring pass")
         return out.to(chunk.device)
 
-    def permute_pass(self, chunk: torch.Tensor, dst: "list[int] | tuple[int, ...]") -> torch.Tensor:
+    def _permute_pass(self, chunk: torch.Tensor, dst: "list[int] | tuple[int, ...]") -> torch.Tensor:
         """Send this node's ``chunk[1, ...]`` to node ``dst[rank]``; return what the node j
         with ``dst[j] == rank`` sent (a node mapped to itself keeps its chunk, no bytes)."""
         dst = [int(d) for d in dst]
