@@ -9,21 +9,25 @@ average to the optimum mean(c_i). A numpy transcription of SPEC §3's formula is
 run alongside the first γ and must agree step by step (max abs difference printed).
 
     python benchmarks/deepsqueeze_probe.py [--steps 2000]
+
+Algorithms built through ``Algorithm.from_context`` on the simulator
+(``decent8.experiments.problems.make``). ``DECENT8_BENCH_SMOKE=1``: 20 steps (a check that it runs).
 """
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import torch
 
-from decent8.algorithms import make_algorithm
-from decent8.comm import SimulatorCommunicator
 from decent8.compression import make_compressor
+from decent8.experiments.problems import make
 from decent8.layout import ParamLayout
 from decent8.topology import make_topology
 
 N, D, LR = 8, 2000, 0.05
+SMOKE = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")
 
 
 def spec_deepsqueeze_step(x_half: np.ndarray, e: np.ndarray, w: np.ndarray, keep: int, gamma: float):
@@ -39,7 +43,7 @@ def spec_deepsqueeze_step(x_half: np.ndarray, e: np.ndarray, w: np.ndarray, keep
 def run(name: str, gamma: float, steps: int, check: bool = False) -> str:
     topo = make_topology("ring", N)
     comp = make_compressor("topk", ParamLayout.single(D), ratio=0.99)
-    algo = make_algorithm(name, SimulatorCommunicator(topo), comp, gamma=gamma, push_sum=False)
+    algo = make(name, topo, comp, gamma, False)
     g = torch.Generator().manual_seed(0)
     c_i = torch.randn(1, D, generator=g).repeat(N, 1)
     z = (0.1 * torch.randn(1, D, generator=g)).repeat(N, 1)
@@ -74,11 +78,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
     a = ap.parse_args()
-    print(run("deepsqueeze", 0.01, 200, check=True))
+    a.steps = 20 if SMOKE else a.steps
+    print("| run |\n|---|")
+    print("|", run("deepsqueeze", 0.01, min(200, a.steps), check=True), "|")
     for gamma in (0.002, 0.005, 0.01, 0.02, 0.05):
-        print(run("deepsqueeze", gamma, a.steps))
+        print("|", run("deepsqueeze", gamma, a.steps), "|", flush=True)
     for gamma in (0.01, 0.05):
-        print(run("choco", gamma, a.steps))
+        print("|", run("choco", gamma, a.steps), "|", flush=True)
 
 
 if __name__ == "__main__":

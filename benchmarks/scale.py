@@ -11,6 +11,10 @@ The engine, batch and timing are those of ``benchmarks/stacking.py`` (imported).
     python benchmarks/scale.py                                  # the issue's table
     python benchmarks/scale.py --cases cnn:8 cnn:1024 resnet20:8:1
 
+The run is built as ``decent8 train`` builds it (``build(load_config(...))``, through
+``stacking.make_engine``); the case sets its ``sim.chunk``. ``DECENT8_BENCH_SMOKE=1``: one
+tiny case, one round (a check that it runs).
+
 A case is ``model:n`` or ``model:n:chunk`` (a fixed ``sim.chunk`` instead of ``auto``,
 e.g. where timing every candidate chunk would take longer than the measurement).
 
@@ -27,7 +31,9 @@ speed (the floor ignores the forward/backward arithmetic and the activations).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -40,6 +46,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+SMOKE = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")
 DEFAULT_CASES = ["cnn:8", "cnn:64", "cnn:256", "cnn:1024", "mlp:256", "resnet20:8", "resnet20:32", "resnet20:64"]
 
 
@@ -72,6 +79,16 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
+class ByteCounter:
+    """An observer of the communicator: the bytes of every message (what the run's recorder sees)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def on_traffic(self, kind, step, nbytes, dst) -> None:
+        self.total += float(nbytes)
+
+
 def run_case(model: str, n: int, chunk: str, rounds: int, steps: int, device: torch.device) -> dict:
     """Time one case in this process (called in a child process by :func:`main`)."""
     import stacking
@@ -84,12 +101,12 @@ def run_case(model: str, n: int, chunk: str, rounds: int, steps: int, device: to
     t0 = time.perf_counter()
     choice = choose_chunk(sm, eng.params(), x, y, chunk, steps=1, use_cache=False)
     choose_s = time.perf_counter() - t0
-    step = lambda: eng.train_step(x, y, 1e-4)  # noqa: E731
-    sent = eng.comm.bytes_sent.sum().item()
+    step = functools.partial(eng.train_step, x, y, 1e-4)
+    counter = eng.comm.observe(ByteCounter())
     step()
-    eng.last_step_bytes = eng.comm.bytes_sent.sum().item() - sent
+    eng.last_step_bytes = counter.total
     parts = state_bytes(eng)
-    bandwidth = copy_bandwidth(device)
+    bandwidth = copy_bandwidth(device, 16 if SMOKE else 256)
     times = [stacking.timed(step, steps, device) for _ in range(rounds)]
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)
@@ -127,6 +144,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one case, print JSON
     args = ap.parse_args()
+    if SMOKE and not args.one:
+        args.cases, args.rounds, args.steps, args.device = ["mlp:4:1"], 1, 1, "cpu"
     device = torch.device(args.device)
     if args.one:
         model, n, chunk = (args.one.split(":") + ["auto"])[:3]
@@ -148,6 +167,8 @@ def main() -> None:
         if proc.returncode != 0 or not lines:
             err = (proc.stderr.strip().splitlines() or ["?"])[-1][:160]
             print(f"| {case} | failed: {err} |||||||||||||", flush=True)
+            if SMOKE:
+                raise SystemExit(proc.stderr[-3000:])
             continue
         r = json.loads(lines[-1][7:])
         chunk = f"{r['chunk']} ({'auto' if r['requested'] == 'auto' else 'fixed'})"

@@ -8,35 +8,41 @@ For each model and node count n, times (median of repeated steps, after warm-up)
 and prints the ratio sim / single (target ≤ 1.3× on CPU for the default model).
 
     python benchmarks/sim_throughput.py [--device cuda] [--nodes 4 8 16] [--models cnn mlp]
+
+The n-node run is built as ``decent8 train`` builds it (``build(load_config(None, [...]))``,
+digits-shaped models, ``sim.chunk=auto`` chosen as the training loop chooses it).
+``DECENT8_BENCH_SMOKE=1``: mlp, 4 nodes, 2 steps (a check that it runs).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 
-from decent8.algorithms import make_algorithm
-from decent8.comm import SimulatorCommunicator
-from decent8.compression import make_compressor
-from decent8.models import StackedModel, make_model
-from decent8.optim import LocalMomentum
-from decent8.topology import make_topology
+from decent8.config import load_config
+from decent8.models import make_model
+from decent8.models.execution import choose_chunk
+from decent8.train.build import build
 from decent8.train.engine import Engine
+
+SMOKE = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")
 
 
 def timed(fn, steps: int, device: torch.device) -> float:
     times = []
-    for i in range(steps + 5):
+    warm = 1 if SMOKE else 5
+    for i in range(steps + warm):
         if device.type == "cuda":
             torch.cuda.synchronize()
         t = time.perf_counter()
         fn()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        if i >= 5:
+        if i >= warm:
             times.append(time.perf_counter() - t)
     return statistics.median(times)
 
@@ -54,13 +60,15 @@ def bench(model_name: str, n: int, b: int, device: torch.device, steps: int, sha
         opt.step()
 
     row = {"model": model_name, "nodes": n, "batch/node": b, "single ms": 1e3 * timed(single_step, steps, device)}
-    topo = make_topology("directed_ring", n)
     for label, algo, comp_name in (("D-PSGD", "dpsgd", "identity"), ("Choco top-1%", "choco", "topk")):
-        model = StackedModel(make_model(model_name, shape, 10), device)
-        comm = SimulatorCommunicator(topo, device)
-        comp = make_compressor(comp_name, model.layout, ratio=0.99)
-        engine = Engine(model, make_algorithm(algo, comm, comp, 1.0 if algo == "dpsgd" else 0.05, False),
-                        LocalMomentum(0.9, True, 1e-4), comm, model.flat_parameters())
+        c = build(load_config(None, [f"nodes={n}", f"model={model_name}", f"algorithm={algo}",
+                                     f"compression={comp_name}", "compression.ratio=0.99", "topology=directed_ring",
+                                     f"algorithm.gamma={1.0 if algo == 'dpsgd' else 0.05}", "optimizer.kind=local",
+                                     "optimizer.momentum=0.9", "optimizer.nesterov=true", "optimizer.weight_decay=1e-4",
+                                     f"data.batch_size={b}", f"device={device}", "seed=0"]))
+        model = c.model
+        engine = Engine(model, c.algorithm, c.optimizer, c.comm, c.x0)
+        choose_chunk(model, engine.params(), x, y, c.cfg.sim.chunk, use_cache=False)  # as the training loop does
         t = timed(lambda: engine.train_step(x, y, 0.01), steps, device)
         row[f"{label} ms"] = 1e3 * t
         row[f"{label} ratio"] = t / (row["single ms"] / 1e3)
@@ -77,6 +85,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
     a = p.parse_args()
+    if SMOKE:
+        a.device, a.nodes, a.models, a.steps = "cpu", [4], ["mlp"], 2
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)
@@ -84,10 +94,10 @@ def main() -> None:
     cols = ["model", "params", "nodes", "batch/node", "single ms", "D-PSGD ms", "D-PSGD ratio", "Choco top-1% ms",
             "Choco top-1% ratio"]
     print(f"device: {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
-    print(" | ".join(cols))
-    print(" | ".join("---" for _ in cols))
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
     for r in rows:
-        print(" | ".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+        print("| " + " | ".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,11 @@ processes of the distributed backend (gloo), the way the reference code runs.
     python benchmarks/stacking.py                    # the issue's table (long on 2 cores)
     python benchmarks/stacking.py --jobs 2 --dist    # the same, two cases at a time, and the process table
     python benchmarks/stacking.py --cases cnn:8 cnn:64 --rounds 3
+
+Every variant is the run ``build(load_config(None, [...]))`` constructs (``decent8 train``'s
+path); a variant changes one thing after building: the execution strategy (``sim.chunk``),
+or for ``legacy`` the stacked model. ``DECENT8_BENCH_SMOKE=1``: one tiny case, no legacy
+revision, no process table (a check that it runs).
 """
 from __future__ import annotations
 
@@ -46,7 +51,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 import decent8  # noqa: E402
+
+SMOKE = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")
 from decent8.models.execution import choose_chunk, layers_mismatch  # noqa: E402
+from decent8.models.strategies import strategy_for  # noqa: E402
 
 #: model → (input shape, batch per node)
 MODELS = {"resnet20": ((3, 32, 32), 32), "vgg11": ((3, 32, 32), 32), "cnn": ((1, 8, 8), 16), "mlp": ((1, 8, 8), 16)}
@@ -70,29 +78,75 @@ def legacy_package(rev: str) -> object | None:
         return None
 
 
+#: the run every variant starts from (what ``decent8 train`` builds with these options)
+RUN_OPTIONS = ["algorithm=choco", "compression=topk", "compression.ratio=0.99", "topology=directed_ring",
+               "algorithm.gamma=0.05", "optimizer.kind=local", "optimizer.momentum=0.9", "optimizer.nesterov=true",
+               "optimizer.weight_decay=1e-4", "seed=0"]
+
+
+def random_dataset(model: str, n: int):
+    """``n`` random images of the model's input shape, 10 classes (the timing does not read them)."""
+    from decent8.data.dataset import ArrayDataset
+    shape, _ = MODELS[model]
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, *shape, generator=g), torch.arange(n) % 10
+    return ArrayDataset(x, y, x[:10], y[:10], 10, [str(c) for c in range(10)], "random")
+
+
+def components(model: str, k: int, precision: str, device: torch.device, options: list[str] = ()):
+    """The run's components through the product path: ``build(load_config(None, [...]))``."""
+    from decent8.config import load_config
+    from decent8.train.build import build
+    _, b = MODELS[model]
+    cfg = load_config(None, [f"nodes={k}", f"model={model}", f"precision={precision}", f"device={device}",
+                             f"data.batch_size={b}", *RUN_OPTIONS, *options])
+    return build(cfg, dataset=random_dataset(model, max(k * b, 20)))
+
+
+class LegacyModel:
+    """An older StackedModel under today's engine: the calls it did not know (``step=``) dropped."""
+
+    def __init__(self, model) -> None:
+        self.__dict__["_model"] = model
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def __setattr__(self, name, value) -> None:
+        setattr(self._model, name, value)
+
+    def loss_and_grad(self, params, x, y, step=None, **kw):
+        return self._model.loss_and_grad(params, x, y, **kw)
+
+
 def make_engine(pkg_name: str, model: str, k: int, precision: str, device: torch.device,
                 layers_pkg: str | None = None):
-    """An Engine of package ``pkg_name`` (decent8 or decent8_legacy): Choco 99 % top-k on a
-    directed ring; the model (layers and StackedModel) from ``layers_pkg`` (default: the same)."""
-    m = lambda sub: importlib.import_module(f"{pkg_name}.{sub}")  # noqa: E731
-    ml = lambda sub: importlib.import_module(f"{layers_pkg or pkg_name}.{sub}")  # noqa: E731
-    shape, _ = MODELS[model]
-    kw = {}
-    if precision == "int8":
-        kw = {"precision": "int8", "quant": ml("quant.quantizer").QuantSpec()}
-    module = ml("models").make_model(model, shape, 10, **kw)
-    ml("models").init_parameters(module, 0)
-    sm = ml("models").StackedModel(module, device, nodes=k)
-    topo = m("topology").make_topology("directed_ring", max(k, 2))
-    comm = m("comm.simulator").SimulatorCommunicator(topo, device)
-    if k == 1:  # one model: no neighbours; the reference below times it without gossip
+    """(stacked model, Engine) of one variant: Choco 99 % top-k on a directed ring, built by
+    ``build(load_config(...))`` of package ``pkg_name`` (decent8, or decent8_legacy: that
+    revision's own product path). ``layers_pkg``: override ONE component after building, the
+    stacked model (the node-batched layer set of that package); the rest stays as built.
+    ``k == 1``: the one-model reference (no run has one node): the built module as one model."""
+    from decent8.train.engine import Engine
+    if k == 1:
+        c = components(model, 2, precision, device)
+        sm = type(c.model)(c.model.module, device, nodes=1)
         return sm, None
-    wire = "topk_int8" if precision == "int8" else "topk"
-    comp = m("compression").make_compressor(wire, sm.layout, ratio=0.99)
-    algo = m("algorithms").make_algorithm("choco", comm, comp, 0.05, False,
-                                          m("seeding").node_generators(0, "compress", comm.local_nodes))
-    opt = m("optim").make_optimizer("local", 0.9, True, 1e-4)
-    return sm, m("train.engine").Engine(sm, algo, opt, comm, sm.flat_parameters())
+    if pkg_name != "decent8":   # an older revision: its own load_config/build (digits-shaped models only)
+        m = lambda sub: importlib.import_module(f"{pkg_name}.{sub}")  # noqa: E731
+        _, b = MODELS[model]
+        cfg = m("config").load_config(None, [f"nodes={k}", f"model={model}", f"precision={precision}",
+                                             f"device={device}", f"data.batch_size={b}", *RUN_OPTIONS])
+        c = m("train.build").build(cfg)
+        return c.model, m("train.engine").Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0)
+    c = components(model, k, precision, device)
+    sm = c.model
+    if layers_pkg is not None:  # the override: the model from the other package's layers
+        ml = lambda sub: importlib.import_module(f"{layers_pkg}.{sub}")  # noqa: E731
+        kw = {"precision": "int8", "quant": ml("quant.quantizer").QuantSpec()} if precision == "int8" else {}
+        module = ml("models").make_model(model, MODELS[model][0], 10, **kw)
+        ml("models").init_parameters(module, 0)
+        sm = LegacyModel(ml("models").StackedModel(module, device, nodes=k))
+    return sm, Engine(sm, c.algorithm, c.optimizer, c.comm, sm.flat_parameters())
 
 
 def batch(model: str, k: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,11 +250,14 @@ def measure_case(model: str, k: int, precision: str, rounds: int, steps: int, de
         auto = choose_chunk(sm, eng.params(), x, y, "auto", use_cache=False).spec  # as a training run does
         variants["auto"] = eng
         if legacy is not None:
-            try:
-                variants["legacy"] = make_engine("decent8", model, k, precision, device, "decent8_legacy")[1]
-                variants["old pkg"] = make_engine("decent8_legacy", model, k, precision, device)[1]
-            except Exception:  # e.g. no 8-bit MLP there
-                pass
+            for name, args in (("legacy", ("decent8", model, k, precision, device, "decent8_legacy")),
+                               ("old pkg", ("decent8_legacy", model, k, precision, device))):
+                try:
+                    eng = make_engine(*args)[1]
+                    eng.train_step(x, y, 1e-4)
+                    variants[name] = eng
+                except Exception as e:  # e.g. no 8-bit MLP there
+                    print(f"# {name} ({model}:{k}:{precision}) skipped: {type(e).__name__}: {e}", file=sys.stderr)
     fns = {"ref": ref_step, **{n: (lambda e=eng: e.train_step(x, y, 1e-4)) for n, eng in variants.items()}}
     n_steps = {n: steps_for(fn, steps, min_seconds, device) for n, fn in fns.items()}  # warm-up
     times: dict[str, list[float]] = {n: [] for n in fns}
@@ -287,6 +344,9 @@ def main() -> None:
     ap.add_argument("--clock", choices=["auto", "wall", "cpu"], default="auto",
                     help="wall time, or this process's CPU time (auto: CPU time on a CPU device with 1 thread)")
     args = ap.parse_args()
+    if SMOKE and not args.worker:
+        args.cases, args.precisions, args.rounds, args.steps, args.min_seconds = ["mlp:4"], ["fp32"], 1, 1, 0.0
+        args.legacy_rev, args.dist, args.jobs, args.device = "", False, 1, "cpu"
     device = torch.device(args.device)
     global CLOCK
     if args.worker:
@@ -304,6 +364,8 @@ def main() -> None:
           f"{'1 thread per case, ' + str(args.jobs) + ' cases at a time' if args.jobs > 1 else str(torch.get_num_threads()) + ' threads'}, "
           f"legacy=decent8@{args.legacy_rev or 'n/a'}; median of {args.rounds} rounds × {args.steps} steps; "
           f"clock={'process CPU time' if use_cpu else 'wall'}; ratio to 1 model on the same total batch")
+    print("# each variant: the run build(load_config(...)) constructs, then one override: sim.chunk (loop, vmap, "
+          "layers, auto) or the stacked model of the legacy revision (legacy); old pkg: that revision's own build()")
     header = ["| model | k | precision | 1 model (s) | loop | vmap | layers | auto (choice) | legacy | old pkg |",
               "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     if args.jobs > 1:

@@ -5,9 +5,13 @@ one ``[n, d]`` float32 copy. Engine and batch of ``benchmarks/stacking.py`` (Cho
 99 % top-k, directed ring, local Nesterov momentum). Process CPU time, medians of 5.
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/step_parts.py mlp 256 layers:128
+
+The run is built as ``decent8 train`` builds it (``stacking.make_engine``: ``build(load_config(...))``),
+its ``sim.chunk`` set by the third argument. ``DECENT8_BENCH_SMOKE=1``: mlp, 4 nodes (a check that it runs).
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -22,8 +26,9 @@ from decent8.models.execution import choose_chunk  # noqa: E402
 
 def main() -> None:
     torch.set_num_threads(1)
-    model, k = sys.argv[1], int(sys.argv[2])
-    chunk = sys.argv[3] if len(sys.argv) > 3 else "auto"
+    args = ["mlp", "4", "layers:4"] if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0") else sys.argv[1:]
+    model, k = args[0], int(args[1])
+    chunk = args[2] if len(args) > 2 else "auto"
     dev = torch.device("cpu")
     x, y = stacking.batch(model, k, dev)
     sm, eng = stacking.make_engine("decent8", model, k, "fp32", dev)
@@ -53,8 +58,9 @@ def main() -> None:
             "algo.step": t(lambda: algo.step(z, 0)),
             "encode": t(lambda: algo._encode(z - algo.x_hat)),
             "ref one model": t(lambda: ref_sm.loss_and_grad(p1, xr, yr))}
+    print("| part | ms |\n|---|---:|")
     for name, ms in rows.items():
-        print(f"{name:22s} {ms:8.2f} ms")
+        print(f"| {name} | {ms:.2f} |")
 
 
 if __name__ == "__main__":

@@ -21,10 +21,11 @@ N, D = 8, 20
 
 
 def make(algorithm: str | type[Algorithm], topology: Topology, compressor: Compressor, gamma: float,
-         push_sum: bool, generators=None) -> Algorithm:
+         push_sum: bool, generators=None, device: torch.device | str = "cpu") -> Algorithm:
     """The algorithm (a registered name or a class) on a simulator over ``topology``."""
     cls = algorithm_class(algorithm) if isinstance(algorithm, str) else algorithm
-    return cls.from_context(AlgorithmContext(SimulatorCommunicator(topology), compressor, gamma, push_sum, generators))
+    comm = SimulatorCommunicator(topology, device)
+    return cls.from_context(AlgorithmContext(comm, compressor, gamma, push_sum, generators))
 
 
 class RunningSumChoco(ChocoSGD):
