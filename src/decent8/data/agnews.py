@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 from .cache import cached
 from .dataset import ArrayDataset
 from .image_folder import layout_error, require_root, scan
@@ -42,30 +42,44 @@ def tokenize(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("\\", " "))
 
 
+#: class labels are 0 … MAX_CLASSES − 1 (1 … MAX_CLASSES in the 'class,title,description' rows)
+MAX_CLASSES = 100_000
+
+
+def csv_rows(root: Path, name: str, data: bytes) -> list[list[str]]:
+    """The non-empty rows of a CSV file; one line naming the file if it is not CSV."""
+    try:
+        return [r for r in csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"))) if r]
+    except csv.Error as e:
+        raise ConfigError("data.root", f"{str(root)!r}: {name} is not a CSV file ({first_line(e)})") from None
+
+
 def _read_rows(root: Path, name: str, data: bytes) -> tuple[list[str], np.ndarray]:
-    rows = [r for r in csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"))) if r]
+    rows = csv_rows(root, name, data)
     texts, labels = [], []
     three = bool(rows) and len(rows[0]) >= 3
     for i, r in enumerate(rows, start=1):
         try:
-            if three:
-                labels.append(int(r[0]))
-                texts.append(" ".join(r[1:]))
-            else:
-                labels.append(int(r[-1]))
-                texts.append(",".join(r[:-1]))
+            label = int(r[0] if three else r[-1])
+            text = " ".join(r[1:]) if three else ",".join(r[:-1])
         except (ValueError, IndexError):
             if i == 1:  # a header line
                 continue
             raise ConfigError("data.root", f"{str(root)!r}: {name} line {i} is neither 'class,title,description' "
                                            f"nor 'text,label'") from None
+        if not -1 <= label <= MAX_CLASSES:
+            raise ConfigError("data.root", f"{str(root)!r}: {name} line {i} has the label {str(label)[:24]}; class "
+                              f"labels are 0..{MAX_CLASSES - 1} (1..{MAX_CLASSES} in 'class,title,description' rows)")
+        labels.append(label)
+        texts.append(text)
     if not labels:
         raise ConfigError("data.root", f"{str(root)!r}: {name} has no rows")
     y = np.asarray(labels, dtype=np.int64)
     if three or y.min() >= 1:
         y = y - 1
-    if y.min() < 0:
-        raise ConfigError("data.root", f"{str(root)!r}: {name} has a negative class label")
+    if y.min() < 0 or y.max() >= MAX_CLASSES:
+        raise ConfigError("data.root", f"{str(root)!r}: {name} has class labels {y.min()}..{y.max()}; class labels "
+                                       f"are 0..{MAX_CLASSES - 1}")
     return texts, y
 
 

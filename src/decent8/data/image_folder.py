@@ -47,6 +47,32 @@ def layout_error(root: str | os.PathLike, dataset: str, expected: str, files: "F
     return ConfigError("data.root", f"{str(root)!r} does not hold {dataset}: expected {expected}; found {found}")
 
 
+#: one file of a source is at most this many bytes (read whole: CSV, idx, batches, images)
+MAX_FILE_BYTES = 2 << 30
+#: the wanted members of a tarball, read into memory, are at most this many bytes together
+MAX_TAR_BYTES = 8 << 30
+#: a decoded split (uint8 pixels) is at most this many bytes; data.image_size makes it smaller
+MAX_DECODED_BYTES = 32 << 30
+
+
+def _too_big(root: Path, name: str, size: int) -> ConfigError:
+    return ConfigError("data.root", f"{str(root)!r}: {name} has {size} bytes, more than a data file may have "
+                                    f"({MAX_FILE_BYTES})")
+
+
+def read_bounded(f, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the stream ``f`` (read in 16 MiB chunks, so nothing of
+    ``limit``'s size is allocated up front)."""
+    parts, n = [], 0
+    while n <= limit:
+        chunk = f.read(min(1 << 24, limit + 1 - n))
+        if not chunk:
+            break
+        parts.append(chunk)
+        n += len(chunk)
+    return b"".join(parts)
+
+
 class Files:
     """The files of a source that a loader asked for: relative POSIX path -> bytes (read lazily from a folder)."""
 
@@ -70,6 +96,9 @@ class Files:
         if self._in_memory:
             return e  # type: ignore[return-value]
         with open(e, "rb") as f:  # type: ignore[arg-type]
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise _too_big(self.root, name, size)
             return f.read()
 
 
@@ -89,6 +118,7 @@ def scan(root: Path, want: Callable[[str], bool]) -> Files:
     try:
         data: dict[str, object] = {}
         tar_tops: set[str] = set()
+        total = 0
         with tarfile.open(root, "r:*") as tf:
             for m in tf:
                 rel = m.name[2:] if m.name.startswith("./") else m.name
@@ -96,6 +126,12 @@ def scan(root: Path, want: Callable[[str], bool]) -> Files:
                 if not m.isfile():
                     continue
                 if want(rel):
+                    if m.size > MAX_FILE_BYTES:
+                        raise _too_big(root, rel, m.size)
+                    total += m.size
+                    if total > MAX_TAR_BYTES:
+                        raise ConfigError("data.root", f"{str(root)!r}: its data files hold more than {MAX_TAR_BYTES} "
+                                                       f"bytes; extract the tarball and give the folder as data.root")
                     f = tf.extractfile(m)
                     if f is not None:
                         data[rel] = f.read()
@@ -139,9 +175,13 @@ def find_split_layout(names: Iterable[str], splits: Sequence[str],
 
 def decode_image(data: bytes, mode: str, size: int | None, center_crop: float | None = None):
     """Decode one image with Pillow to ``mode`` (RGB/L), optionally center-crop a fraction and resize to size²."""
+    import warnings
+
     from PIL import Image
 
-    img = Image.open(io.BytesIO(data))
+    with warnings.catch_warnings():   # beyond Pillow's MAX_IMAGE_PIXELS: refused, not decoded
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        img = Image.open(io.BytesIO(data))
     if size is not None and img.format == "JPEG":
         need = size if center_crop is None else int(round(size / center_crop))
         if min(img.size) >= 2 * need:
@@ -168,11 +208,18 @@ def decode_images(files: Files, paths: Sequence[str], mode: str = "RGB", size: i
     for i, p in enumerate(paths):
         try:
             img = decode_image(files.read(p), mode, size, center_crop)
+        except ConfigError:
+            raise
         except Exception as e:  # PIL raises many types for a bad file
             raise ConfigError("data.root", f"cannot decode {p!r} in {str(files.root)!r} ({type(e).__name__}: {e})") from None
         if out is None:
             w, h = img.size
             size = size or w
+            need = len(paths) * h * w * channels
+            if need > MAX_DECODED_BYTES:
+                raise ConfigError("data.root", f"{len(paths)} {what} of {w}x{h} pixels in {str(files.root)!r} would "
+                                               f"take {need} bytes (at most {MAX_DECODED_BYTES}); set data.image_size "
+                                               f"to decode them smaller")
             out = np.empty((len(paths), h, w, channels), dtype=np.uint8)
         if img.size != (out.shape[2], out.shape[1]):
             from PIL import Image

@@ -20,14 +20,16 @@ import gzip
 import io
 import re
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 from .cache import cached
 from .dataset import ArrayDataset
 from .image_folder import (
+    MAX_FILE_BYTES,
     Files,
     check_classes,
     check_definition,
@@ -37,6 +39,7 @@ from .image_folder import (
     has_ext,
     image_arrays,
     layout_error,
+    read_bounded,
     require_root,
     scan,
     to_dataset,
@@ -55,9 +58,13 @@ def read_idx(data: bytes, name: str = "idx file") -> np.ndarray:
     """Parse an idx file (gzipped or not): magic 0x0000TTNN, NN dims of big-endian uint32, then the data."""
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = read_bounded(gz, MAX_FILE_BYTES)   # a small file may inflate to any size
+        except (OSError, EOFError, zlib.error) as e:
             raise ConfigError("data.root", f"{name} is not a valid gzip file ({e})") from None
+        if len(data) > MAX_FILE_BYTES:
+            raise ConfigError("data.root", f"{name} inflates to more than {MAX_FILE_BYTES} bytes, more than a data "
+                                           f"file may have")
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
         raise ConfigError("data.root", f"{name} is not an idx file (bad magic number)")
     ndim = data[3]
@@ -113,8 +120,10 @@ def _resize(x: np.ndarray, size: int) -> np.ndarray:
 
 def _csv_split(root: Path, files: Files, csv_name: str, size: int | None) -> tuple[np.ndarray, np.ndarray]:
     base = csv_name.rsplit("/", 1)[0] + "/" if "/" in csv_name else ""
-    text = files.read(csv_name).decode("utf-8-sig")
-    rows = list(csv.reader(io.StringIO(text)))
+    try:
+        rows = list(csv.reader(io.StringIO(files.read(csv_name).decode("utf-8-sig"))))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise ConfigError("data.root", f"{str(root)!r}: {csv_name} is not a CSV file ({first_line(e)})") from None
     if not rows or [c.strip().lower() for c in rows[0][:2]] != ["filepath", "label"]:
         raise ConfigError("data.root", f"{str(root)!r}: {csv_name} must have the header 'filepath,label'")
     paths, labels = [], []
@@ -129,9 +138,11 @@ def _csv_split(root: Path, files: Files, csv_name: str, size: int | None) -> tup
             raise ConfigError("data.root", f"{str(root)!r}: {csv_name} line {i} names {r[0]!r}, which is not there")
         paths.append(p)
         labels.append(lab)
-    x = decode_images(files, paths, "L", size)
+    if labels and not 0 <= min(labels) <= max(labels) < MAX_CLASSES:   # before any image is decoded
+        raise ConfigError("data.root", f"{str(root)!r}: {csv_name} labels must be class ids 0..{MAX_CLASSES - 1}, "
+                                       f"found {str(min(labels))[:24]}..{str(max(labels))[:24]}")
     y = np.asarray(labels, dtype=np.int64)
-    _check_labels(root, csv_name, y)
+    x = decode_images(files, paths, "L", size)
     return x, y
 
 

@@ -24,9 +24,7 @@ Inputs are word-level ids (the vocabulary of :mod:`.agnews`) or, with
 """
 from __future__ import annotations
 
-import csv
 import html
-import io
 import re
 from pathlib import Path
 
@@ -34,7 +32,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .agnews import EXPECTED as AGNEWS_EXPECTED
-from .agnews import _find, arrays_to_dataset, encode_words
+from .agnews import _find, arrays_to_dataset, csv_rows, encode_words
 from .cache import cached
 from .dataset import ArrayDataset
 from .image_folder import layout_error, require_root, scan
@@ -101,10 +99,10 @@ def balanced(texts: list[str], seed: int) -> tuple[list[str], np.ndarray]:
     return out_t, np.asarray(out_y, dtype=np.int64)
 
 
-def _sentences_of(data: bytes) -> list[str]:
+def _sentences_of(data: bytes, root: Path = Path("."), name: str = "the CSV file") -> list[str]:
     """The sentences of a CSV's descriptions: column 3 of ``class,title,description`` rows;
     in ``text,label`` rows the title is glued to the first sentence, which is dropped."""
-    rows = [r for r in csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"))) if r]
+    rows = csv_rows(root, name, data)
     out: list[str] = []
     for r in rows:
         out += sentences(r[-1]) if len(r) >= 3 else sentences(",".join(r[:-1]))[1:]
@@ -155,7 +153,8 @@ def read_texts(root: Path, test_fraction: float = 0.2) -> dict[str, object]:
     if not any(n.lower().endswith(".csv") for n in files.names()):
         raise layout_error(root, NAME, EXPECTED, files)
     train_name, test_name = _find(files, "train.csv", root), _find(files, "test.csv", root)
-    texts, y = balanced(_sentences_of(files.read(train_name)) + _sentences_of(files.read(test_name)), 0)
+    texts, y = balanced(_sentences_of(files.read(train_name), root, train_name)
+                        + _sentences_of(files.read(test_name), root, test_name), 0)
     a, ya, b, yb = split_stratified(texts, y, test_fraction)
     return {"train_texts": a, "y_train": ya, "test_texts": b, "y_test": yb}
 
