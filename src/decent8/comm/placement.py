@@ -47,14 +47,27 @@ def random_placement(n: int, ranks: int, seed: int) -> list[int]:
 
 
 def file_placement(path: str, n: int, ranks: int) -> list[int]:
-    """Read n ranks, one per node, from ``path`` (see the module docstring)."""
+    """Read n ranks, one per node, from ``path`` (see the module docstring); a file larger
+    than 64 bytes per node (comments included) is refused before it is read."""
     opt = "dist.placement"
     if not os.path.isfile(path):
         raise ConfigError(opt, f"must be block, random or a file of {n} ranks (one per node); {path!r} is neither")
+    limit = 4096 + 64 * n
     words: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            words += line.split("#", 1)[0].split()
+    try:
+        if os.path.getsize(path) > limit:
+            raise ConfigError(opt, f"{path} has {os.path.getsize(path)} bytes; a placement of {n} nodes has at most "
+                                   f"{limit} (one rank per node)")
+        with open(path, "rb") as fb:
+            text = fb.read(limit + 1).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(opt, f"{path} is not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise ConfigError(opt, f"cannot read {path}: {e.strerror or e}") from None
+    for line in text.splitlines():
+        words += line.split("#", 1)[0].split()
+    if len(words) > n:
+        raise ConfigError(opt, f"{path} holds {len(words)} ranks, but there are {n} nodes (one rank per node)")
     try:
         owner = [int(w) for w in words]
     except ValueError:

@@ -161,6 +161,10 @@ def star(n: int) -> np.ndarray:
     return _from_edges(n, np.concatenate([leaves, zeros]), np.concatenate([zeros, leaves]))
 
 
+#: an edge-list file is at most 1 MiB + 64 bytes per possible edge, and at most this many bytes
+EDGE_LIST_MAX_BYTES = 1 << 30
+
+
 def edge_list(path: str | os.PathLike[str], n: int, undirected: bool = False) -> np.ndarray:
     """Read a text file of directed edges, one ``src dst`` per line (src sends to dst;
     node ids in 0..n−1; ``#`` starts a comment; blank lines ignored; a comma may
@@ -173,7 +177,12 @@ def edge_list(path: str | os.PathLike[str], n: int, undirected: bool = False) ->
         raise ConfigError("topology.path", f"edge-list file not found: {os.fspath(path)}")
     src: list[int] = []
     dst: list[int] = []
+    limit = min(EDGE_LIST_MAX_BYTES, (1 << 20) + 64 * n * n)
     try:
+        size = os.path.getsize(path)
+        if size > limit:
+            raise ConfigError("topology.path", f"{os.fspath(path)} has {size} bytes; an edge-list file may have at most "
+                                               f"{limit}")
         with open(path, "rb") as fb:
             text = fb.read().decode("utf-8")
     except UnicodeDecodeError as e:
