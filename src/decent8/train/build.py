@@ -36,7 +36,7 @@ from ..topology import Topology, topology_from_config
 from ..timing import FaultySimulatorCommunicator, Timer, check_faults, make_timer
 
 from .resolve import (check_scalars, d2_default_gamma, default_gamma, default_lr, option_value,  # noqa: F401
-                      resolve, resolve_algorithm_defaults, resolve_with_defaults)
+                      is_resolved, resolve, resolve_algorithm_defaults, resolve_with_defaults)
 from .validate import (BACKENDS, MAX_EPOCHS, MAX_SEED, MAX_STEP, MAX_TIMEOUT_S, MIN_DECAY_EVERY,  # noqa: F401
                        SCHEDULES, _interval, _number, check_plain)
 #: bytes of per-node state per parameter: model, momentum, the algorithm's copies, gradient (fp32)
@@ -195,7 +195,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     elif cfg.model.name == "hf" and module is None:
         dataset = id_dict_inputs(dataset)
     topology = topology_from_config(cfg.topology, cfg.nodes, cfg.seed)
-    if not is_frozen(cfg):
+    if not (is_frozen(cfg) and is_resolved(cfg)):
         cfg, defaults = resolve_with_defaults(cfg, dataset, module_given=module is not None, topology=topology)
     defaults = dict(defaults or {})
 

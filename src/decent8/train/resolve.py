@@ -131,12 +131,19 @@ def text_model_name(cfg: TrainConfig, dataset: ArrayDataset) -> str:
     return cfg.model.name
 
 
+def is_resolved(cfg: TrainConfig) -> bool:
+    """True when nothing in ``cfg`` is left to the defaults (γ, lr and the algorithm's options set)."""
+    table = algorithm_class(cfg.algorithm.name).defaults
+    return (cfg.algorithm.gamma is not None and cfg.optimizer.lr is not None
+            and all(getattr(getattr(cfg, o.split(".")[0]), o.split(".")[1]) is not None for o in table))
+
+
 def resolve_with_defaults(cfg: TrainConfig, dataset: ArrayDataset | None = None, *, module_given: bool = False,
                           topology: Topology | None = None) -> tuple[TrainConfig, dict[str, object]]:
     """:func:`resolve`, and ``{option: value}`` of the options it filled from the
     algorithm's defaults and the learning rate's (summary.json's ``algorithm_defaults``)."""
     check_scalars(cfg)
-    if is_frozen(cfg):
+    if is_frozen(cfg) and is_resolved(cfg):
         return cfg, {}
     cfg = thaw(cfg)
     defaults = resolve_algorithm_defaults(cfg)
