@@ -3,7 +3,8 @@
 A small single-host stand-in for ``torchrun --nproc-per-node N -m decent8 train …``:
 it hosts the rendezvous store itself (as torchrun's agent does, so the store outlives
 any node and every node can read which peer failed first), starts N processes of
-``python -m decent8 train backend=distributed …`` with torchrun's environment
+``python -P -m decent8 train backend=distributed …`` (``-P``: the working folder is not
+on ``sys.path``) with torchrun's environment
 (MASTER_ADDR=127.0.0.1, a free MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE,
 TORCHELASTIC_USE_AGENT_STORE), forwards their output (node 0 as it is, the others
 with a ``[node r]`` prefix) and exits non-zero if any of them fails — after giving the
@@ -263,6 +264,15 @@ class LocalNodes:
         self._logs = []
 
 
+def rank_command(train_args: Sequence[str]) -> list[str]:
+    """One node's command line: ``python -P -m decent8 train …``. ``-P`` (Python >= 3.11)
+    keeps the working folder off ``sys.path`` from the interpreter's first import, so no
+    file in it (a run folder's ``torch.py``) shadows a library; on 3.10 the command itself
+    takes it off first (:mod:`decent8.cli`)."""
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    return [sys.executable, *safe, "-m", "decent8", "train", *train_args]
+
+
 def describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -363,7 +373,7 @@ def launch(train_args: list[str], nodes: int | None = None, grace_s: float = DEF
     name = (lambda r: labels[r]) if labels else (lambda r: f"node {r}")
     if not grace_s >= 0:
         raise ConfigError("--grace", f"must be >= 0 seconds, got {grace_s}")
-    group = LocalNodes(n, [sys.executable, "-m", "decent8", "train", *args])
+    group = LocalNodes(n, rank_command(args))
 
     def on_term(signum, frame):  # stop the nodes with the launcher
         raise KeyboardInterrupt

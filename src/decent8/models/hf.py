@@ -27,8 +27,10 @@ from ..errors import ConfigError, first_line
 
 
 def _transformers():
+    from ..plugins import import_library
+
     try:
-        import transformers
+        transformers = import_library("transformers")   # never from the current folder or a run folder
     except ImportError:
         raise ConfigError("model", "model=hf needs the transformers package (pip install 'decent8[text]')") from None
     return transformers

@@ -1,4 +1,4 @@
-"""What code a resumed run may import (issue 36).
+"""What code a resumed run may import.
 
 A run folder is data: a copied or downloaded one must not run code on ``--resume``.
 Its ``config.yaml`` may name code by import path (``model=pkg.module:factory``,
@@ -51,29 +51,25 @@ def code_options(cfg: Any) -> dict[str, str]:
 
 def module_inside(import_path: str, folder: str | os.PathLike) -> Path | None:
     """The file or package folder, inside ``folder``, that importing ``import_path`` would
-    run (or None). Found on ``sys.path`` without importing anything: importing a package
-    to locate it would already run its ``__init__.py``."""
+    run (or None), on ``sys.path`` with the current folder first (the widest path an import
+    may use, whatever the way decent8 was started). Found without importing anything:
+    importing a package to locate it would already run its ``__init__.py``; sourceless
+    ``.pyc``, extension modules, packages and namespace folders count (:mod:`decent8.plugins`)."""
+    from ..plugins import module_files, run_folder_of
+
     root = Path(folder).resolve()
-    parts = import_path.split(":", 1)[0].split(".")
-    for entry in sys.path:
-        base = Path(entry or os.getcwd())
-        for i in range(len(parts)):
-            stem = base.joinpath(*parts[: i + 1])
-            for cand in (stem, stem.with_name(stem.name + ".py")):
-                try:
-                    if not cand.exists():
-                        continue
-                    real = cand.resolve()
-                except OSError:
-                    continue
-                if real == root or root in real.parents:
-                    return cand
+    for f in module_files(import_path.split(":", 1)[0], [os.getcwd(), *sys.path]):
+        if run_folder_of(f, [root]) is not None:
+            return f
     return None
 
 
 def check_resume_code(cfg: Any, run_dir: str | os.PathLike, named: dict[str, str] | None, trust: bool) -> None:
     """Refuse (one line) to build a resumed run whose config names code the user did not
     name again (unless ``trust``), or code that lives inside the run folder."""
+    from ..plugins import read_as_data
+
+    read_as_data(run_dir)   # data from now on: off sys.path, nothing inside it is imported
     named = named or {}
     saved = code_options(cfg)
     for option, value in named.items():

@@ -17,16 +17,16 @@ MODES = ("auto", "true", "false")
 
 
 def _writer_class():
-    try:
-        from tensorboardX import SummaryWriter
-        return SummaryWriter
-    except ImportError:
-        pass
-    try:
-        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
-        return SummaryWriter
-    except ImportError:
-        return None
+    """tensorboardX's (else TensorBoard's) SummaryWriter, never from the current folder or a
+    run folder (:func:`decent8.plugins.import_library`); None if neither is installed."""
+    from ..plugins import import_library
+
+    for module in ("tensorboardX", "torch.utils.tensorboard"):   # the second needs the tensorboard package
+        try:
+            return import_library(module).SummaryWriter
+        except (ImportError, AttributeError):
+            continue
+    return None
 
 
 def check_mode(mode: object) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, choice_error
+from ..plugins import import_library
 from .tb_log import EventLog
 
 BACKENDS = ("tensorboard", "mlflow", "wandb")
@@ -44,7 +45,7 @@ def parse_tracking(value: object) -> list[str]:
             raise choice_error("tracking", name, BACKENDS)
         if name in _PIP:
             try:
-                __import__(name)
+                import_library(name)   # never from the current folder or a run folder
             except ImportError:
                 raise ConfigError("tracking", f"{name} is not installed: pip install {_PIP[name]} "
                                               f"(or pip install -e \".[{name}]\")") from None
@@ -61,7 +62,7 @@ def _scalars(row: dict[str, Any]) -> dict[str, float]:
 
 class _MLflow:
     def __init__(self, run_path: Path, params: dict[str, Any]) -> None:
-        from mlflow.tracking import MlflowClient
+        MlflowClient = import_library("mlflow.tracking").MlflowClient
         uri = os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:  # MLflow 3 keeps the file store but asks for an explicit opt-in
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
@@ -70,7 +71,7 @@ class _MLflow:
         exp = self.client.get_experiment_by_name("decent8")
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment("decent8")
         self.run_id = self.client.create_run(exp_id, run_name=run_path.name).info.run_id
-        from mlflow.entities import Param
+        Param = import_library("mlflow.entities").Param
         items = [Param(k[:250], str(v)[:500]) for k, v in params.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i:i + 100])
@@ -78,7 +79,7 @@ class _MLflow:
     def log(self, row: dict[str, Any]) -> None:
         import time
 
-        from mlflow.entities import Metric
+        Metric = import_library("mlflow.entities").Metric
         step, now = int(row.get("step", 0)), int(time.time() * 1000)
         metrics = [Metric(k, v, now, step) for k, v in _scalars(row).items()]
         for i in range(0, len(metrics), 500):
@@ -90,7 +91,7 @@ class _MLflow:
 
 class _WandB:
     def __init__(self, run_path: Path, params: dict[str, Any]) -> None:
-        import wandb
+        wandb = import_library("wandb")
         self.run = wandb.init(project="decent8", name=run_path.name, dir=str(run_path), mode="offline",
                               config=params, reinit="create_new")
 
