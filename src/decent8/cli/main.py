@@ -61,11 +61,20 @@ EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
 def main(argv: list[str] | None = None) -> int:
-    previous = signals.install()  # SIGINT / SIGTERM raise and are recorded (never lost, see decent8.signals)
-    formatwarning, warnings.formatwarning = warnings.formatwarning, _one_line_warning
+    """The command: every moment of it, parsing and importing the command's module
+    included, is inside the handling below: SIGINT / SIGTERM end it with one line and
+    130 / 143 (with the resume line once a run folder exists), never a traceback."""
+    previous: dict = {}
+    formatwarning = warnings.formatwarning
     try:
+        previous = signals.install()  # SIGINT / SIGTERM raise and are recorded (never lost, see decent8.signals)
+        warnings.formatwarning = _one_line_warning
         return _main(argv)
+    except KeyboardInterrupt as e:  # landed while the command was being set up (parser, its module's imports)
+        signals.disarm()            # a second signal now stops at once with its own line
+        return _stopped(e)
     finally:
+        signals.disarm()
         warnings.formatwarning = formatwarning
         signals.restore(previous)
 
@@ -101,6 +110,7 @@ def _main(argv: list[str] | None = None) -> int:
         fail(str(e))
         return 1
     except KeyboardInterrupt as e:  # Ctrl-C, and SIGTERM (Terminated): with the resume line of a run
+        signals.disarm()
         return _stopped(e)
     except MemoryError:
         return fail("out of memory; use fewer nodes, a smaller model.width or a smaller data set")
