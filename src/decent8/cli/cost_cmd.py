@@ -73,8 +73,25 @@ def _positive(option: str, value: Any) -> None:
         raise ConfigError(option, f"must be a positive integer, got {value!r}")
 
 
+#: files only a run folder has (a config.yaml beside one of them is a run's, read as data)
+_RUN_MARKS = ("summary.json", "metrics.jsonl", "checkpoint.pt", "execution.json")
+#: code options of a config and the flag that names them on this command line instead
+_CODE_FLAGS = {"model.name": "--model", "algorithm.name": "--algorithm", "topology.name": "--topology",
+               "compression.name": "--compression"}
+
+
+def is_run_config(path: str | Path) -> bool:
+    """True for a run folder or the config.yaml of one (not a YAML file of the user's)."""
+    p = Path(path)
+    folder = p if p.is_dir() else p.parent
+    return p.is_dir() or any((folder / m).exists() for m in _RUN_MARKS)
+
+
 def load_run_config(path: str) -> TrainConfig:
-    """The TrainConfig of a run folder (its config.yaml) or of a YAML file."""
+    """The TrainConfig of a run folder (its config.yaml) or of a YAML file. A run folder is
+    read as data (:func:`decent8.plugins.read_as_data`): nothing inside it is ever imported."""
+    from ..plugins import read_as_data
+
     p = Path(path)
     if p.is_dir():
         cfg_path = p / "config.yaml"
@@ -84,7 +101,22 @@ def load_run_config(path: str) -> TrainConfig:
         cfg_path = p
     else:
         raise ConfigError("run", f"{path!r} is neither a run folder nor a config file")
+    if is_run_config(p):
+        read_as_data(cfg_path.parent)
     return load_config(str(cfg_path))
+
+
+def refuse_named_code(cfg: TrainConfig, ns: argparse.Namespace) -> None:
+    """A run's config is data: code it names (``pkg.module:attr``) is not imported; one line
+    asking for the flag that names it on this command line instead."""
+    from ..train.resume_trust import code_options
+
+    for option, value in code_options(cfg).items():
+        flag = _CODE_FLAGS.get(option)
+        if flag is not None and getattr(ns, flag[2:]) is None:
+            raise ConfigError("run", f"{ns.run} names {option}={value}, which is not built-in; `decent8 cost` reads "
+                                     f"a run as data and imports nothing it names: give {flag} (a built-in name, or "
+                                     f"the code to import)")
 
 
 def train_size(cfg: TrainConfig) -> int:
@@ -112,6 +144,8 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
                          "value_bits": 32, "bits": 8, "index_dtype": "auto", "topology_opts": {}, "precision": None}
     if ns.run:
         cfg = load_run_config(ns.run)
+        if is_run_config(ns.run):
+            refuse_named_code(cfg, ns)
         t = cfg.topology
         s.update(model=cfg.model.name, norm=cfg.model.norm, width=cfg.model.width, batch=cfg.data.batch_size,
                  dataset=cfg.data.name, image_size=cfg.data.image_size, algorithm=cfg.algorithm.name,
@@ -200,6 +234,11 @@ def run(ns: argparse.Namespace) -> int:
                                    "paper_gb", "diff_pct", "real_gb", "wire"]))
         print("\n".join(out), end="")
         return 0
+    if ns.plot:   # the PNG and its PDF: never over a file of the user's (one line, nothing written)
+        from ..figstyle import vector_path
+        from ..own_files import refuse_foreign
+
+        refuse_foreign([ns.plot, vector_path(ns.plot)], "--plot")
     s = _settings(ns)
     comm = _communication_opts(s)
     report = cost_report(s["model"], s["norm"], s["batch"], s["dataset"], s["width"], s["algorithm"], s["optimizer"],

@@ -69,6 +69,11 @@ def run_topology(ns: argparse.Namespace) -> int:
 
 
 def run_partition(ns: argparse.Namespace) -> int:
+    if ns.plot:   # the PNG and its PDF: never over a file of the user's (one line, nothing written)
+        from ..figstyle import vector_path
+        from ..own_files import refuse_foreign
+
+        refuse_foreign([ns.plot, vector_path(ns.plot)], "--plot")
     path, overrides = split_args(ns.args)
     cfg = load_config(path, overrides)
     ds = dataset_from_config(cfg.data, cfg.seed)

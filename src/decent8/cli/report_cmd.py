@@ -1,5 +1,7 @@
 """``decent8 report``: a sweep folder as the paper's tables and figures, or run folders side by side
-(see :mod:`decent8.experiments.report`)."""
+(see :mod:`decent8.experiments.report`). Run folders are read as data: nothing they name is
+imported; a comparison never overwrites a file in ``--out`` that decent8 did not write.
+"""
 from __future__ import annotations
 
 import argparse
@@ -39,7 +41,11 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _run(ns: argparse.Namespace) -> int:
+    from ..plugins import read_as_data
+
     runs = [f for f in ns.folders if is_run_folder(f)]
+    for f in runs:   # data: nothing a run folder names, or holds, is imported
+        read_as_data(f)
     if ns.compare or runs:
         if len(runs) != len(ns.folders):
             other = next(f for f in ns.folders if f not in runs)

@@ -96,9 +96,11 @@ def vector_path(path: str | os.PathLike) -> Path:
 
 
 def save(fig: Any, path: str | os.PathLike) -> None:
-    """``fig`` as ``path`` (PNG) and ``path`` with ``.pdf`` (vector), each written atomically."""
+    """``fig`` as ``path`` (PNG) and ``path`` with ``.pdf`` (vector), each written atomically
+    and marked as decent8's (:mod:`decent8.own_files`)."""
     from ..atomic import atomic_path
+    from ..own_files import figure_metadata
 
     for target, fmt in ((Path(path), "png"), (vector_path(path), "pdf")):
         with atomic_path(target) as tmp:
-            fig.savefig(tmp, format=fmt)
+            fig.savefig(tmp, format=fmt, metadata=figure_metadata(fmt))

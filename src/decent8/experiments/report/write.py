@@ -3,10 +3,13 @@ findings checked, the figures."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from ...atomic import atomic_write_text
+from ...own_files import mark_markdown, refuse_foreign
 from .. import findings
 from .figures import plot_accuracy_vs_skew, plot_class_distribution, plot_fp32_vs_int8, plot_validation_error, \
     sweep_figures
@@ -24,16 +27,34 @@ def build_report(folder: str | os.PathLike, metric: str = "mean_node_accuracy", 
 
 def compare_runs(paths: Sequence[str | os.PathLike], out: str | os.PathLike, metric: str = "mean_node_accuracy",
                  figures: bool = True) -> tuple[str, Path]:
-    """Arbitrary run folders compared: one table, curves on shared axes, written to ``out``."""
+    """Arbitrary run folders compared: one table, curves on shared axes, written to ``out``.
+
+    Nothing the user had in ``out`` changes: everything is written to a temporary folder
+    inside it first; if any of those files already exists in ``out`` and was not written by
+    decent8 (:mod:`decent8.own_files`), the comparison is refused in one line naming it and
+    ``out`` is left as it was; otherwise the files are moved into place."""
     sw = load_runs(paths, title=f"comparison of {len(paths)} runs")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    text, path = write_report(sw, out, metric, figures)
-    listing = "\n".join(["", "## Runs", ""] + [f"* `{c.path}` — " + (group_label(c.labels) or "(same config)")
-                                                + (f", seed {_config_value(c.config, 'seed')}" if c.config else "")
-                                                for c in sw.cells]) + "\n"
-    atomic_write_text(path, text + listing)
-    return text, path
+    stage = Path(tempfile.mkdtemp(prefix=".decent8-compare-", dir=out))
+    try:
+        text, staged = write_report(sw, stage, metric, figures)
+        listing = "\n".join(["", "## Runs", ""] + [f"* `{c.path}` — " + (group_label(c.labels) or "(same config)")
+                                                    + (f", seed {_config_value(c.config, 'seed')}" if c.config else "")
+                                                    for c in sw.cells]) + "\n"
+        atomic_write_text(staged, mark_markdown(text + listing))
+        moves = [(f, out / f.relative_to(stage)) for f in sorted(stage.rglob("*")) if f.is_file()]
+        refuse_foreign([t for _, t in moves], "--out")
+        for _, t in moves:    # a file where a folder goes (out/figures) is the user's too
+            for parent in t.relative_to(out).parents:
+                if str(parent) != "." and (out / parent).exists() and not (out / parent).is_dir():
+                    refuse_foreign([out / parent], "--out")
+        for f, t in moves:
+            t.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f, t)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return text, out / staged.name
 
 
 def _setting(c: CellResult, key: str) -> Any:
