@@ -46,16 +46,22 @@ import torch
 import torch.distributed as dist
 from decent8.comm import distributed as D
 
+from decent8.comm.distributed import wire as W
+
 wire = {"bytes": 0, "sends": 0, "headers": 0, "sizes": 0}
 _isend = dist.isend
 
 def counting_isend(tensor, *args, **kwargs):
-    if tensor.dtype == torch.int64 and tensor.numel() == 4 and int(tensor[0]) == D.HEADER_MAGIC:
+    # every message is a frame: its body, then a trailer (magic, body bytes, dtype, shape)
+    magic, nbytes, code = tensor[-W.TRAILER_BYTES:].clone().view(torch.int64).tolist()[:3]
+    assert tensor.dtype == torch.uint8 and magic == W.FRAME_MAGIC and tensor.numel() == nbytes + W.TRAILER_BYTES
+    first = tensor[:8].clone().view(torch.int64).item() if nbytes >= 8 and code == W._code(torch.int64) else None
+    if first == D.HEADER_MAGIC and nbytes == 32:
         wire["headers"] += 1   # the payload-layout header before a phase's first message (protocol, not counted)
-    elif tensor.dtype == torch.int64 and tensor.numel() >= 1 and int(tensor[0]) == D.SIZES_MAGIC:
+    elif first == D.SIZES_MAGIC:
         wire["sizes"] += 1     # the byte counts and dtypes before each batch of messages (protocol, not counted)
     else:
-        wire["bytes"] += tensor.numel() * tensor.element_size()
+        wire["bytes"] += nbytes    # the body: the trailer is protocol, not counted
         wire["sends"] += 1
     return _isend(tensor, *args, **kwargs)
 

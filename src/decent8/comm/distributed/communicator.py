@@ -20,7 +20,7 @@ from ...topology import Topology
 from ..base import Communicator
 from .diagnosis import PeerDiagnosis, PeerError
 from .rendezvous import init_process_group, rank_device, torchrun_env
-from .wire import HEADER_MAGIC, MAX_BROADCAST_BYTES, _describe_sizes, _size_header, spec_header
+from .wire import HEADER_MAGIC, MAX_BROADCAST_BYTES, _describe_sizes, _size_header, frame, receive_buffer, spec_header, unframe
 
 
 @dataclass
@@ -188,7 +188,27 @@ class DistributedCommunicator(PeerDiagnosis, Communicator):
 
     def _post(self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]], what: str,
               count: bool = True) -> None:
-        """Post all sends and receives at once, count the sent bytes, wait (bounded).
+        """Send and receive every message framed (:func:`.wire.frame`: its bytes, then a
+        trailer of bytes, dtype and shape), each received into a fresh buffer with room to
+        spare and checked against what this node expects before it is copied into its
+        tensor (:func:`.wire.unframe`): a short, long or mistyped message from a peer is
+        named in one line and never read. Counts the sent bytes (bodies only: headers and
+        trailers are protocol)."""
+        if not sends and not recvs:
+            return
+        if count:
+            for t, _ in sends:
+                self.bytes_sent += float(t.numel() * t.element_size())
+        raw_in = [(receive_buffer(t, self.backend), peer) for t, peer in recvs]
+        self._wire([(frame(t), peer) for t, peer in sends], raw_in, what)
+        for (raw, peer), (t, _) in zip(raw_in, recvs):
+            why = unframe(raw, t)
+            if why is not None:
+                raise self._malformed(peer, f"sent {why}", what)
+
+    def _wire(self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]],
+              what: str) -> None:
+        """Post all sends and receives at once, wait (bounded).
 
         NCCL gets one coalesced ``batch_isend_irecv``; gloo (which runs a batch as
         separate isend/irecv calls anyway) gets them posted one by one, so a failure
@@ -196,9 +216,6 @@ class DistributedCommunicator(PeerDiagnosis, Communicator):
         ops = [(dist.isend, t, peer) for t, peer in sends] + [(dist.irecv, t, peer) for t, peer in recvs]
         if not ops:
             return
-        for t, _ in sends:  # the bytes handed to torch.distributed (protocol headers not counted)
-            if count:
-                self.bytes_sent += float(t.numel() * t.element_size())
         peers = [peer for _, _, peer in ops]
         if self.backend == "nccl":
             try:

@@ -132,6 +132,19 @@ class PeerDiagnosis:
         culprit, seen_by = found
         return PeerError(self._describe(records[seen_by] | {"peers": [culprit]}, seen_by))
 
+    def _malformed(self, peer: int, why: str, what: str) -> PeerError:
+        """The error for a message from ``peer`` that is not what was announced, reported to
+        the store first (so that the nodes that lose contact with this one name ``peer``)."""
+        store = self._failure_store()
+        if store is not None:
+            prefix = f"{FAILURE_KEY}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+            try:
+                store.set(f"{prefix}/{self.rank}", json.dumps({"peers": [peer], "kind": "malformed", "what": what,
+                                                                "detail": why}))
+            except Exception:  # the store went down with its host
+                pass
+        return PeerError(f"{self._peer_name(peer)} {why} ({what}, seen by {self._peer_name(self.rank)})")
+
     def _peer_error(self, peers: list[int], exc: BaseException, what: str) -> PeerError:
         return self._report(peers, exc, what)
 
