@@ -23,7 +23,7 @@ from pathlib import Path
 
 PARTITIONS = {"dirichlet α=0.3": ["partition=dirichlet", "partition.alpha=0.3"],
               "skew 0.9": ["partition=skew", "skew=0.9"]}
-OPTIONS = ("local", "gossip", "average")
+OPTIONS = ["local", "gossip", "average"]
 
 
 def run(out: Path, name: str, args: list[str], epochs: int, extra: list[str]) -> dict:
@@ -46,6 +46,10 @@ def main() -> None:
     ap.add_argument("--partitions", nargs="+", default=["dirichlet", "skew"], choices=["dirichlet", "skew"])
     ap.add_argument("extra", nargs="*", help="more `decent8 train` options for every run")
     a = ap.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # one 1-epoch run: a check that it runs
+        a.out = os.path.join(os.environ.get("DECENT8_BENCH_TMP", "/tmp"), "bnstats-smoke")
+        a.epochs, a.seeds, a.partitions, a.md = 1, [0], ["skew"], None
+        OPTIONS[:] = ["local"]
     out = Path(a.out)
     lines = ["| partition | model.norm_stats | node acc. before | node acc. after | averaged before | "
              "averaged after | node change per seed | consensus distance after | bytes / node |",

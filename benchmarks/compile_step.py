@@ -12,6 +12,7 @@ compiles; seconds to minutes, less from the machine's inductor cache) and ‖z_c
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -58,6 +59,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--lr", type=float, default=0.05)
     a = ap.parse_args()
+    smoke = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")
+    if smoke:  # tiny: eager only (compiling takes minutes), a check that it runs
+        a.cases, a.steps = ["mlp:fp32"], [2]
     torch.set_num_threads(a.threads)
     print(f"8 nodes, Choco-SGD, sim.chunk={a.chunk}, {a.threads} thread(s), torch {torch.__version__}")
     print("| case | eager ms/step | compiled ms/step | first compiled step s | " + " | ".join(f"rel. diff @{s}" for s in a.steps) + " |")
@@ -67,7 +71,8 @@ def main() -> None:
         eager, batches = make(model, precision, a.chunk)
         ref, _, t_eager = run(eager, batches, a.steps, a.lr)
         compiled, _ = make(model, precision, a.chunk)
-        compiled.model.compile()
+        if not smoke:
+            compiled.model.compile()
         got, compile_s, t_comp = run(compiled, batches, a.steps, a.lr)
         diffs = " | ".join(f"{((got[s] - ref[s]).norm() / ref[s].norm()).item():.1e}" for s in a.steps)
         print(f"| {case} | {1e3 * t_eager:.1f} | {1e3 * t_comp:.1f} | {compile_s:.0f} | {diffs} |", flush=True)

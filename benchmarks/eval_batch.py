@@ -15,6 +15,7 @@ conv kernels may sum in another order).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -34,6 +35,8 @@ def main() -> None:
     ap.add_argument("--model", default="resnet20")
     ap.add_argument("--image", type=int, default=32)
     a = ap.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # tiny sizes: a check that it runs
+        a.sizes, a.precisions, a.nodes, a.images, a.rounds, a.image = [8, 16], ["fp32"], 2, 16, 1, 8
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     x = torch.randn(a.images, 3, a.image, a.image)
@@ -58,12 +61,12 @@ def main() -> None:
             rows.append((prec, s, 1e3 * statistics.median(times[s]) / (a.images * a.nodes), diffs[s]))
     print(f"{a.model}, {a.nodes} nodes, {a.images} images of {a.image} px, {a.threads} thread(s), "
           f"median of {a.rounds} interleaved rounds (process CPU time)")
-    print(f"{'precision':>9}  {'batch':>5}  {'ms / image-forward':>18}  {'vs largest':>10}  {'max |logit diff|':>16}")
+    print("| precision | batch | ms / image-forward | vs largest | max abs logit diff |\n|---|---:|---:|---:|---:|")
     for prec in a.precisions:
         mine = [r for r in rows if r[0] == prec]
         base = next(r[2] for r in mine if r[1] == max(a.sizes))
         for _, s, ms, d in mine:
-            print(f"{prec:>9}  {s:>5}  {ms:>18.3f}  {ms / base:>9.2f}x  {d:>16.1e}")
+            print(f"| {prec} | {s} | {ms:.3f} | {ms / base:.2f}x | {d:.1e} |")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ CPU time with one thread, else wall time), and checks that their gradients agree
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -30,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stacking  # noqa: E402
 from decent8.models.strategies import strategy_for  # noqa: E402
 
+SMOKE = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,9 +40,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--compile", action="store_true")
     args = ap.parse_args()
+    if SMOKE:
+        args.cases, args.rounds, args.compile = ["mlp:4"], 1, False
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, ms per loss_and_grad of all k nodes "
-          f"(one chunk of k), median of {args.rounds} rounds")
+          f"(one chunk of k), median of {args.rounds} rounds; the run built by build(load_config(...))")
+    print("| case | variant | ms | max abs grad diff |\n|---|---|---:|---:|")
     for case in args.cases:
         model, k = case.split(":")[0], int(case.split(":")[1])
         x, y = stacking.batch(model, k, torch.device("cpu"))
@@ -47,11 +53,14 @@ def main() -> None:
         p = eng.params().clone()
         assert sm.buffers is None, "this comparison is for models without buffers"
 
+        def loss_fn(named, xb, yb):  # one node's loss (StackedModel.forward_one + the task's loss)
+            return sm.task.loss(sm.forward_one(named, xb), yb)
+
         def f(flat_row, xb, yb):
-            return sm._loss_fn(sm.layout.unflatten(flat_row), xb, yb)
+            return loss_fn(sm.layout.unflatten(flat_row), xb, yb)
 
         vg = vmap(grad_and_value(f), randomness="different")
-        vg_named = vmap(grad_and_value(sm._loss_fn), randomness="different")
+        vg_named = vmap(grad_and_value(loss_fn), randomness="different")
 
         def vmap_grad_flat():
             g, loss = vg(p, x, y)
@@ -64,7 +73,7 @@ def main() -> None:
         def one_leaf():
             leaf = p.detach().requires_grad_(True)
             with torch.enable_grad():
-                loss = vmap(sm._loss_fn, randomness="different")(sm.layout.unflatten(leaf), x, y)
+                loss = vmap(loss_fn, randomness="different")(sm.layout.unflatten(leaf), x, y)
                 g, = torch.autograd.grad(loss.sum(), [leaf])
             return loss.detach(), g
 
@@ -87,9 +96,9 @@ def main() -> None:
                 fn()
                 fn()
                 times[n].append((clock() - t0) / 2)
-        cells = ", ".join(f"{n} {1e3 * statistics.median(v):.1f} (max |Δg| {diff[n]:.1e})" for n, v in times.items())
-        extra = f"; compile {compile_s:.0f} s" if compile_s is not None else ""
-        print(f"{case}: {cells}{extra}", flush=True)
+        for n, v in times.items():
+            extra = f" (compile {compile_s:.0f} s)" if n == "compiled" else ""
+            print(f"| {case} | {n}{extra} | {1e3 * statistics.median(v):.1f} | {diff[n]:.1e} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ all ranks). R = 1 is the same code with no rank to talk to.
 
 ``--plan`` prints the time model's plan for n = 100,000 nodes over 64 GPUs (SPEC §12,
 docs/hybrid.md).
+
+Each rank builds its block as ``decent8 train`` does (``build(load_config(None, [...]))`` with
+``backend=distributed dist.ranks=R dist.placement=block``, random images of the digits shape).
+``DECENT8_BENCH_SMOKE=1``: 8 nodes on 2 ranks, 1 step, and the plan (a check that it runs).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+SMOKE = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")
 DEFAULT_CASES = ["64:1", "64:2", "1024:1", "1024:2", "4096:1", "4096:2"]
 
 
@@ -39,27 +44,26 @@ def worker(out: str, n: int, model: str, steps: int) -> None:
     """One rank: its block of the ring, Choco top-k, ``steps`` timed iterations."""
     import torch.distributed as dist
 
-    from decent8.algorithms import make_algorithm
-    from decent8.comm.block import BlockCommunicator
-    from decent8.comm.placement import block_placement
-    from decent8.compression import make_compressor
-    from decent8.models import StackedModel, init_parameters, make_model
+    from decent8.config import load_config
+    from decent8.data.dataset import ArrayDataset
     from decent8.models.strategies import strategy_for
-    from decent8.optim import make_optimizer
-    from decent8.seeding import node_generators
-    from decent8.topology import make_topology
+    from decent8.train.build import build
     from decent8.train.engine import Engine
 
     R = int(os.environ["WORLD_SIZE"])
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    comm = BlockCommunicator(make_topology("ring", n), block_placement(n, R), "cpu", 600.0)
-    module = make_model(model, (1, 8, 8), 10, width=16)
-    init_parameters(module, 0)
-    sm = StackedModel(module, torch.device("cpu"), nodes=comm.k, node_ids=comm.local_nodes)
+    xs = torch.randn(n * 16, 1, 8, 8, generator=torch.Generator().manual_seed(0))  # digits-shaped random images
+    data = ArrayDataset(xs, torch.arange(n * 16) % 10, xs[:10], torch.arange(10), 10, [str(c) for c in range(10)],
+                        "random")
+    c = build(load_config(None, [f"nodes={n}", "backend=distributed", f"dist.ranks={R}", "dist.placement=block",
+                                 f"model={model}", "model.width=16", "topology=ring", "algorithm=choco",
+                                 "compression=topk", "compression.ratio=0.99", "algorithm.gamma=0.05",
+                                 "optimizer.kind=local", "optimizer.momentum=0.9", "optimizer.nesterov=true",
+                                 "optimizer.weight_decay=1e-4", "data.batch_size=16", "device=cpu", "seed=0",
+                                 "dist_timeout_s=600"]), dataset=data)
+    comm, sm, comp = c.comm, c.model, c.compressor
     sm.use(strategy_for("layers", min(comm.k, 1024)))   # node-batched layers (sim.chunk=layers:N)
-    comp = make_compressor("topk", sm.layout, ratio=0.99)
-    algo = make_algorithm("choco", comm, comp, 0.05, False, node_generators(0, "compress", comm.local_nodes))
-    engine = Engine(sm, algo, make_optimizer("local", 0.9, True, 1e-4), comm, sm.flat_parameters())
+    engine = Engine(sm, c.algorithm, c.optimizer, comm, c.x0)
     g = torch.Generator().manual_seed(comm.rank)
     x, y = torch.randn(comm.k, 16, 1, 8, 8, generator=g), torch.randint(0, 10, (comm.k, 16), generator=g)
     engine.train_step(x, y, 0.05)                      # warm-up (plans, buffers, vmap tracing)
@@ -157,6 +161,10 @@ def main() -> None:
     p.add_argument("--plan", action="store_true", help="print the 100,000-node plan only")
     p.add_argument("--json", type=Path, help="also write the rows here")
     a = p.parse_args()
+    if SMOKE:
+        a.cases, a.steps = ["8:2"], 1
+        print("| plan | value |\n|---|---|")
+        print("\n".join(f"| {k} | {v} |" for k, v in plan().items()))
     if a.plan:
         print(json.dumps(plan(), indent=1))
         return

@@ -15,6 +15,7 @@ and the largest difference between the two results relative to the output range.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -49,11 +50,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args()
+    shapes = SHAPES[:1] if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0") else SHAPES  # smoke: a check that it runs
+    a.reps = 2 if shapes is not SHAPES else a.reps
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {a.threads} thread(s), process CPU time, median of {a.reps}")
-    print(f"{'matmul [N×I]·[I×O]':>34} | {'fake ms':>8} | {'int8 ms':>8} | {'fake/int8':>9} | {'mm only fp32/int':>16} | max rel diff")
-    for name, n, i, o in SHAPES:
+    print("| matmul [N×I]·[I×O] | fake ms | int8 ms | fake/int8 | mm only fp32/int | max rel diff |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, n, i, o in shapes:
         x = torch.randn(n, i).relu_()
         w = torch.randn(o, i) * 0.1
         xmn, xmx = x.min(), x.max()
@@ -76,8 +80,8 @@ def main() -> None:
         mm_i = bench(lambda: torch._int_mm(qx, qwt) if i % 8 == 0 and o % 8 == 0 else int8_linear(qx, sx, zx, qw, sw, zw), a.reps)
         yf, yi = fake(), real()
         rel = ((yf - yi).abs().max() / (yf.max() - yf.min())).item()
-        print(f"{name + f' [{n}x{i}]·[{i}x{o}]':>34} | {1e3 * tf:>8.2f} | {1e3 * ti:>8.2f} | {tf / ti:>8.2f}x | "
-              f"{mm_f / mm_i:>15.2f}x | {rel:.1e}")
+        print(f"| {name} [{n}x{i}]·[{i}x{o}] | {1e3 * tf:.2f} | {1e3 * ti:.2f} | {tf / ti:.2f}x | "
+              f"{mm_f / mm_i:.2f}x | {rel:.1e} |", flush=True)
 
 
 if __name__ == "__main__":

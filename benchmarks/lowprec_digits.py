@@ -48,14 +48,17 @@ def main() -> None:
     ap.add_argument("--out-dir", default="runs/lowprec_digits")
     ap.add_argument("--json", default=None, help="write all results here")
     a = ap.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # one 1-epoch run: a check that it runs
+        a.seeds, a.skews, a.precisions, a.jobs, a.json = [0], [0.0], ["fp32"], 1, None
+        a.out_dir, a.extra = os.path.join(os.environ.get("DECENT8_BENCH_TMP", "/tmp"), "lowprec-smoke"), ["epochs=1"]
     tasks = [(p, s, r, list(a.extra), a.out_dir, a.tag) for s in a.skews for p in a.precisions for r in a.seeds]
     with ProcessPoolExecutor(a.jobs) as ex:
         results = list(ex.map(run_one, tasks))
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     print(f"overrides: {' '.join(a.extra) or '(defaults)'}; seeds {a.seeds}")
-    print(f"{'skew':>4} | {'precision':>9} | {'mean node acc. (%)':>22} | {'avg-model acc. (%)':>18} | "
-          f"{'bytes/node':>10} | per seed")
+    print("| skew | precision | mean node acc. (%) | avg-model acc. (%) | bytes/node | per seed |")
+    print("|---:|---|---:|---:|---:|---|")
     for s in a.skews:
         accs = {}
         for p in a.precisions:
@@ -64,10 +67,10 @@ def main() -> None:
             avg = [100 * r["averaged_model_accuracy"] for r in rs]
             accs[p] = statistics.mean(acc)
             sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
-            print(f"{s:>4g} | {p:>9} | {statistics.mean(acc):>14.2f} ± {sd:<5.2f} | {statistics.mean(avg):>18.2f} | "
-                  f"{rs[0]['bytes_sent_per_node']:>10.0f} | " + " ".join(f"{v:.2f}" for v in acc))
+            print(f"| {s:g} | {p} | {statistics.mean(acc):.2f} ± {sd:.2f} | {statistics.mean(avg):.2f} | "
+                  f"{rs[0]['bytes_sent_per_node']:.0f} | " + " ".join(f"{v:.2f}" for v in acc) + " |")
         if "fp32" in accs and "int8" in accs:
-            print(f"{'':>4} | {'int8−fp32':>9} | {accs['int8'] - accs['fp32']:>+14.2f} points")
+            print(f"| | int8−fp32 | {accs['int8'] - accs['fp32']:+.2f} points | | | |")
 
 
 if __name__ == "__main__":

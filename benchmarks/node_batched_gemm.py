@@ -10,6 +10,7 @@ interleaved.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -31,10 +32,12 @@ def main() -> None:
     ap.add_argument("--layers", default="64x128,128x128,128x10", help="in x out of each linear layer (the MLP's)")
     ap.add_argument("--reps", type=int, default=15)
     args = ap.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # a check that it runs
+        args.nodes, args.reps = 4, 2
     torch.set_num_threads(1)
     k, b = args.nodes, args.batch
     print(f"{k} nodes x {b} samples against one model on {k * b} samples; ms per product, process CPU time")
-    print(f"{'layer':>9} {'product':>24} {'k nodes':>8} {'1 model':>8} {'ratio':>6}")
+    print("| layer | product | k nodes | 1 model | ratio |\n|---|---|---:|---:|---:|")
     total_k = total_1 = 0.0
     for i, spec in enumerate(args.layers.split(",")):
         fin, fout = (int(v) for v in spec.split("x"))
@@ -52,8 +55,8 @@ def main() -> None:
                 t_k += cpu_ms(nodes, args.reps) / 2
                 t_1 += cpu_ms(one, args.reps) / 2
             total_k, total_1 = total_k + t_k, total_1 + t_1
-            print(f"{spec:>9} {name:>24} {t_k:8.2f} {t_1:8.2f} {t_k / t_1:6.2f}")
-    print(f"{'all':>9} {'':>24} {total_k:8.2f} {total_1:8.2f} {total_k / total_1:6.2f}")
+            print(f"| {spec} | {name} | {t_k:.2f} | {t_1:.2f} | {t_k / t_1:.2f} |")
+    print(f"| all | | {total_k:.2f} | {total_1:.2f} | {total_k / total_1:.2f} |")
 
 
 if __name__ == "__main__":
