@@ -23,6 +23,7 @@ configurations' steps are interleaved so that a drifting machine load hits them 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -145,6 +146,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=15)
     ap.add_argument("--compile", action="store_true", help="also the sim.compile=true fp32 and int8 models")
     a = ap.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # tiny: a check that it runs
+        a.nodes, a.batch, a.steps, a.warmup, a.model, a.image, a.compile, a.profile, a.breakdown = \
+            [2], 4, 1, 1, "cnn", 8, False, False, False
     torch.set_num_threads(a.threads)
     print(f"{a.model}, batch {a.batch} per node, {a.threads} thread(s), torch {torch.__version__}, "
           f"{'wall' if a.wall else 'process CPU'} time, median of {a.steps} interleaved steps")
@@ -159,24 +163,23 @@ def main() -> None:
     if a.compile:
         configs[f"fp32 {fp_norm} compiled"] = ("fp32", fp_norm, True)
         configs[f"int8 {q_norm} compiled"] = ("int8", q_norm, True)
-    extra = f" | {'int8 comp./fp32':>15} | {'int8/fp32 both comp.':>20}" if a.compile else ""
-    header = (f"{'nodes':>5} | " + " | ".join(f"{n:>24}" for n in configs)
-              + f" | {'int8/fp32':>9} | {'int8/fp32 same norm':>19}" + extra)
+    extra = " | int8 comp./fp32 | int8/fp32 both comp." if a.compile else ""
+    header = ("| nodes | " + " | ".join(configs) + " | int8/fp32 | int8/fp32 same norm" + extra + " |")
     print(header)
-    print("-" * len(header))
+    print("|" + "---:|" * header.count(" | ") + "---:|")
     for k in a.nodes:
         t = time_interleaved(configs, k, a.batch, a.steps, a.warmup, a.wall, a.model, a.image)
         med = {n: statistics.median(v) for n, v in t.items()}
         names = list(configs)
         ratio = statistics.median(q / f for q, f in zip(t[names[2]], t[names[0]]))
         ratio_same = statistics.median(q / f for q, f in zip(t[names[2]], t[names[1]]))
-        row = (f"{k:>5} | " + " | ".join(f"{1e3 * med[n]:>21.1f} ms" for n in names)
-               + f" | {ratio:>8.2f}x | {ratio_same:>18.2f}x")
+        row = (f"| {k} | " + " | ".join(f"{1e3 * med[n]:.1f} ms" for n in names)
+               + f" | {ratio:.2f}x | {ratio_same:.2f}x")
         if a.compile:
             comp = statistics.median(q / f for q, f in zip(t[names[5]], t[names[0]]))
             both = statistics.median(q / f for q, f in zip(t[names[5]], t[names[4]]))
-            row += f" | {comp:>14.2f}x | {both:>19.2f}x"
-        print(row, flush=True)
+            row += f" | {comp:.2f}x | {both:.2f}x"
+        print(row + " |", flush=True)
     print("(ms per step: forward + backward of all k nodes; ratios: median over the paired steps; "
           "'det.' = int8 with deterministic rounding everywhere, i.e. without the random draws)")
     if a.breakdown:

@@ -15,6 +15,7 @@ lr until epoch 30), then reads the checkpoint and prints, per setting,
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 import tempfile
@@ -68,6 +69,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the table as JSON to this file")
     a = ap.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # one epoch: a check that it runs
+        a.epochs = 1
     rows = {}
     with tempfile.TemporaryDirectory(prefix="d8-probe-") as out:
         for label, momentum in SETTINGS.items():

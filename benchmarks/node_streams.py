@@ -13,6 +13,7 @@ the table gives the medians and streams / global.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -54,6 +55,8 @@ def main() -> None:
                                                    "cnn:fp32:l8:64", "mlp:int8:64:256"])
     ap.add_argument("--steps", type=int, default=8)
     a = ap.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # tiny: a check that it runs
+        a.cases, a.steps = ["mlp:int8:2:2"], 1
     torch.set_num_threads(1)
     print(f"# torch {torch.__version__}, 1 thread, process CPU time per loss_and_grad, median of {a.steps}")
     print("| case (model:precision:chunk:nodes) | streams (ms) | global generator (ms) | streams / global |")

