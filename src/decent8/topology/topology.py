@@ -473,7 +473,14 @@ def user_topology(path: str, nodes: int, weights: str = "uniform", seed: int = 0
         raise ConfigError("topology", f"{path} failed: {type(e).__name__}: {e}") from None
     if weights not in WEIGHTS:
         raise choice_error("topology.weights", weights, WEIGHTS)
-    topo = out if isinstance(out, Topology) else Topology(path, out, weights, description=path)
+    if hasattr(out, "detach") and hasattr(out, "numpy"):   # a torch tensor: its array (not a list of rounds)
+        out = out.detach().cpu().numpy()
+    try:
+        topo = out if isinstance(out, Topology) else Topology(path, out, weights, description=path)
+    except Exception as e:
+        why = e.message if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+        raise ConfigError("topology", f"{path} returned {type(out).__name__}, not a Topology or a boolean [n, n] "
+                                      f"adjacency (or a list of them): {why}") from None
     if topo.n != n:
         raise ConfigError("topology", f"{path} returned a graph of {topo.n} nodes for nodes={n}")
     topo.validate()

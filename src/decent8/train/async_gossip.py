@@ -51,21 +51,27 @@ def _one(x: Any) -> Any:
     return {k: v.unsqueeze(0) for k, v in x.items()} if isinstance(x, dict) else x.unsqueeze(0)
 
 
+def check_runnable(c) -> None:
+    """One line for the components AD-PSGD cannot run (the builder calls it, before any
+    run folder exists)."""
+    if not isinstance(c.algorithm, ADPSGD):
+        raise TypeError("AsyncGossipRunner needs the ADPSGD algorithm")
+    if not isinstance(c.optimizer, LocalMomentum):
+        raise ConfigError("optimizer.kind", "adpsgd runs with optimizer.kind=local (local momentum SGD)")
+    if c.model.buffers is not None:
+        raise ConfigError("model", "adpsgd does not support models with running statistics (BatchNorm, "
+                                   "precision=int8 ranges): a node's statistics would be updated out of order")
+    if getattr(c.timer.clock, "faults", None) is not None:
+        raise ConfigError("faults.node_drop", "faults are not modelled for adpsgd")
+
+
 class AsyncGossipRunner:
     """Runs AD-PSGD's events for the engine's models; the loop calls :meth:`run_epoch`
     instead of its synchronous steps (train/loop.py)."""
 
     def __init__(self, c, engine, x_train: Any, y_train: torch.Tensor,
                  make_augment: Callable[[list[int]], Callable]) -> None:
-        if not isinstance(c.algorithm, ADPSGD):
-            raise TypeError("AsyncGossipRunner needs the ADPSGD algorithm")
-        if not isinstance(c.optimizer, LocalMomentum):
-            raise ConfigError("optimizer.kind", "adpsgd runs with optimizer.kind=local (local momentum SGD)")
-        if c.model.buffers is not None:
-            raise ConfigError("model", "adpsgd does not support models with running statistics (BatchNorm, "
-                                       "precision=int8 ranges): a node's statistics would be updated out of order")
-        if getattr(c.timer.clock, "faults", None) is not None:
-            raise ConfigError("faults.node_drop", "faults are not modelled for adpsgd")
+        check_runnable(c)
         self.c, self.engine, self.x_train, self.y_train = c, engine, x_train, y_train
         self.alg: ADPSGD = c.algorithm
         self.opt: LocalMomentum = c.optimizer

@@ -17,6 +17,9 @@ from ..comm.base import Communicator
 from ..comm.simulator import SimulatorCommunicator
 from ..compression import make_compressor
 from ..compression.base import Compressor
+from ..compression.payload import Payload
+from .. import user_code
+from ..plugins import is_import_path
 from ..compression.wire import INT8_WIRE, wire_compression  # noqa: F401  (re-exported: train.build.wire_compression)
 from ..config import TrainConfig, is_frozen
 from ..data.dataset import ArrayDataset
@@ -173,6 +176,39 @@ def load_dataset(cfg: TrainConfig, module_given: bool = False) -> ArrayDataset:
     return dataset
 
 
+def checked_user_compressor(compressor: Compressor, name: str, x0: torch.Tensor) -> Compressor:
+    """A user's compressor, checked at every call (a :class:`~decent8.compression.Payload`
+    from ``encode``; ``decode``: floating ``[k, d]``; ``decode_sparse``: None or
+    ``(columns, values)`` of equal shape) and probed once on the initial parameters."""
+    d = compressor.layout.dim
+
+    def payload(out, args):
+        return None if isinstance(out, Payload) else f"{type(out).__name__}, not a decent8.compression.Payload"
+
+    def dense(out, args):
+        k = args[0].num_nodes
+        if not isinstance(out, torch.Tensor):
+            return f"{type(out).__name__}, not a tensor"
+        if tuple(out.shape) != (k, d) or not out.is_floating_point():
+            return f"a {out.dtype} tensor of shape {tuple(out.shape)}; expected floating point of shape {(k, d)}"
+        return None
+
+    def sparse(out, args):
+        if out is None:
+            return None
+        ok = (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)
+              and out[0].shape == out[1].shape and out[0].dim() == 2 and out[0].shape[0] == args[0].num_nodes
+              and not out[0].is_floating_point())
+        return None if ok else "something other than None or (integer columns [k, K], values [k, K])"
+
+    user_code.guard(compressor, "compression", name, ("encode", "decode", "decode_sparse"),
+                    {"encode": payload, "decode": dense, "decode_sparse": sparse})
+    probe = compressor.encode(x0.detach().reshape(1, d).float(), [torch.Generator().manual_seed(0)])
+    compressor.decode(probe)
+    compressor.decode_sparse(probe)
+    return compressor
+
+
 def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.nn.Module | None" = None,
           dataset: ArrayDataset | None = None, loss=None, parts: list[np.ndarray] | None = None,
           defaults: dict | None = None) -> Components:
@@ -263,14 +299,26 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     wire = wire_compression(c.name, cfg.precision)
     compressor = make_compressor(wire, model.layout, ratio=c.ratio, value_bits=c.value_bits, bits=c.bits,
                                  index_dtype=c.index_dtype, stochastic=c.stochastic)
+    if is_import_path(c.name):   # a user's compressor: checked at its boundary, probed before any run folder
+        compressor = checked_user_compressor(compressor, c.name, x0)
     gamma = float(cfg.algorithm.gamma)   # resolved (resolve.py: the default, or the topology's for D²)
     generators = node_generators(cfg.seed, "compress", comm.local_nodes)
     eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
     options = {key: option_value(cfg, option) for key, option in algorithm_type.options.items()}
-    algorithm = algorithm_type.from_context(AlgorithmContext(
+    context = AlgorithmContext(
         comm, make_compressor("identity", model.layout) if eight_bit_models else compressor, gamma, push_sum,
         generators, t.name, t.rows, t.cols, options, params=dict(cfg.algorithm.params),
-        wire_compressor=compressor if eight_bit_models else None))   # D-PSGD at int8: 8-bit models on the wire
+        wire_compressor=compressor if eight_bit_models else None)   # D-PSGD at int8: 8-bit models on the wire
+    if is_import_path(cfg.algorithm.name):   # a user's algorithm: one line for what it raises
+        name = cfg.algorithm.name
+        algorithm = user_code.call("algorithm", f"{name}.create", algorithm_type.from_context, context)
+        if not isinstance(algorithm, Algorithm):
+            raise user_code.UserCodeError("algorithm", f"{name}.create returned {type(algorithm).__name__}, "
+                                                       f"not an instance of decent8.algorithms.Algorithm")
+        user_code.guard(algorithm, "algorithm", name, ("init_state", "update", "consensus_step", "debiased",
+                                                       "local_direction", "state_dict", "load_state_dict"))
+    else:
+        algorithm = algorithm_type.from_context(context)
 
     o = cfg.optimizer
     optimizer = make_optimizer(algorithm_type.optimizer_for(o.kind), o.momentum, o.nesterov, o.weight_decay,
@@ -280,5 +328,9 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                           total_epochs=float(cfg.epochs))
     sampler = NodeSampler(parts, comm.local_nodes, cfg.data.batch_size, cfg.seed, device)
     timer = make_timer(cfg, topology, comm, compressor, model.dim, faults)
-    return Components(cfg, device, dataset, parts, topology, push_sum, gamma, defaults, comm, model, x0, compressor,
-                      algorithm, optimizer, schedule, sampler, timer)
+    components = Components(cfg, device, dataset, parts, topology, push_sum, gamma, defaults, comm, model, x0,
+                            compressor, algorithm, optimizer, schedule, sampler, timer)
+    if getattr(algorithm_type, "event_driven", False):   # AD-PSGD's own refusals, before any run folder
+        from .async_gossip import check_runnable
+        check_runnable(components)
+    return components

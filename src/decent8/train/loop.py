@@ -27,6 +27,7 @@ from ..algorithms import algorithm_class
 from ..comm.base import Communicator
 from ..config import TrainConfig, evolve, flatten, from_dict, partition_label, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
+from ..user_code import UserCodeError
 from .build import Components, build
 from .engine import Engine
 from ..signals import raise_pending
@@ -199,6 +200,13 @@ def check(cfg: TrainConfig | None, resume: str | Path | None = None, named_code:
     return c, path
 
 
+def remove_if_unsaved(run: RunDir) -> None:
+    """Remove a new run folder that holds no checkpoint and only decent8's own files."""
+    from .run_dir import foreign_entries, remove_own_folder
+    if not any(run.path.glob("checkpoint*.pt")) and not foreign_entries(run.path):
+        remove_own_folder(run.path)
+
+
 def load_engine_state(engine: Engine, state: dict[str, Any], run: RunDir) -> None:
     """``engine.load_state_dict`` with one line for a checkpoint of another config."""
     z = state["engine"]["z"]
@@ -281,9 +289,14 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
         started["run_dir"] = run.path
     if not quiet and resume is None:
         warn_small_shards(c)
-    session = Session(c, run, augment, quiet, resumed=resume is not None)
-    session.run_epochs()
-    summary = session.finish(given)
+    try:
+        session = Session(c, run, augment, quiet, resumed=resume is not None)
+        session.run_epochs()
+        summary = session.finish(given)
+    except UserCodeError:
+        if resume is None and c.comm.is_main:  # a user's component failed before anything worth keeping
+            remove_if_unsaved(run)
+        raise
     if outputs is not None:
         outputs["parameters"] = c.comm.gather_nodes(session.engine.params()).detach().cpu()
         bufs = c.model.buffers
