@@ -101,7 +101,9 @@ RUN_VALUES: dict[str, list[str]] = {
     "loss": ["cross_entropy", "mse", "logistic", "USER:loss_ok", "USER:loss_vector", "USER:loss_raises",
              "USER:loss_none", "torch.nn.functional:huber_loss", "torch.nn.functional:cross_entropy"],
     "data": ["digits", "TENSORS:reg.npz", "TENSORS:cls.pt", "TENSORS:dict.pt", "TENSORS:garbage.pt",
-             "TENSORS:notzip.npz", "TENSORS:ids.pt", "TENSORS:nan.npz", "TENSORS:missing.pt"],
+             "TENSORS:notzip.npz", "TENSORS:ids.pt", "TENSORS:nan.npz", "TENSORS:missing.pt",
+             "LEAF:good", "LEAF:deep", "LEAF:x_int", "LEAF:huge_label", "LEAF:nan_x"],
+    "topology.degree": ["1", "nan", "inf", "-inf", "2.5"],
 }
 
 
@@ -126,6 +128,18 @@ def _whole_command_fixtures(root: Path) -> dict[str, Path]:
     (files / "notzip.npz").write_bytes(b"PK\x03\x04 not really")
     (files / "links.csv").write_text("src,dst,latency_s,bandwidth_mbit_s\n0,1,0.01,100\n")
     (files / "links.bin").write_bytes(bytes(range(256)) * 4)
+    users = ["u1", "u2", "u3"]
+    good = {"users": users, "user_data": {u: {"x": [[float(i), float(i % 3)] for i in range(8)],
+                                              "y": [i % 2 for i in range(8)]} for u in users}}
+    deep = '{"users": ["u"], "user_data": {"u": {"x": ' + "[" * 100_000 + "]" * 100_000 + ', "y": [0]}}}'
+    crafted = {"good": json.dumps(good), "deep": deep,
+               "x_int": json.dumps({"users": ["u"], "user_data": {"u": {"x": 5, "y": 3}}}),
+               "huge_label": json.dumps(good).replace('"y": [0, 1, 0', '"y": [1000000000000, 1, 0', 1),
+               "nan_x": json.dumps(good).replace("[0.0, 0.0]", "[NaN, 0.0]", 1)}
+    for name, text in crafted.items():
+        for split in ("train", "test"):
+            (files / f"leaf_{name}" / split).mkdir(parents=True)
+            (files / f"leaf_{name}" / split / "a.json").write_text(text if split == "train" else json.dumps(good))
     pkgs = root / "pkgs"
     pkgs.mkdir()
     (pkgs / "d8fuzzuser.py").write_text(USER_CODE)
@@ -141,6 +155,12 @@ def _run_argv(rng: random.Random, fx: dict[str, Path], out: Path) -> list[str]:
             value = "d8fuzzuser:" + value[5:]
         elif value.startswith("TENSORS:"):
             argv += ["data.name=tensors", f"data.path={fx['files'] / value[8:]}"]
+            continue
+        elif value.startswith("LEAF:"):
+            argv += ["data.name=leaf", f"data.root={fx['files'] / ('leaf_' + value[5:])}"]
+            continue
+        elif key == "topology.degree":
+            argv += [f"topology={rng.choice(['random_k_out', 'base', 'erdos_renyi'])}", f"topology.degree={value}"]
             continue
         value = {"LINKS": str(fx["files"] / "links.csv"), "BINARY": str(fx["files"] / "links.bin")}.get(value, value)
         argv.append(f"{key}={value}")
