@@ -9,7 +9,7 @@ simulator computes for that node's row:
   in-neighbour of the step's phase, all posted at once before waiting on any (one
   coalesced :func:`torch.distributed.batch_isend_irecv` on NCCL, non-blocking
   isend/irecv on gloo), so no topology can deadlock. Receive
-  buffers are preallocated from ``compressor.spec()``. The received payloads are
+  buffers are sized from ``compressor.spec()``, a fresh one per message. The received payloads are
   decoded together and mixed with the node's row of W as one small product
   ``W[i, nodes] @ decoded[nodes]`` over the in-neighbours and self in node order
   (the simulator's ``W @ decoded`` restricted to the non-zero terms).
@@ -32,9 +32,10 @@ Trust model: the nodes of one run trust each other's *code* (they run the same
 decent8) but not the *bytes* they receive. Nothing received is unpickled (set-up data
 travels as JSON bytes in a tensor); the first message of every phase is preceded by
 a 32-byte header (magic, tensor count, bytes, a fingerprint of the layout) that every
-receiver checks before posting a receive, and every received payload is checked
-(dtypes, shapes, index range) before it is decoded, so a peer that sends something
-else is named in one line. The rendezvous store and gloo's connections are not
+receiver checks before posting a receive, every message ends with a trailer (bytes,
+dtype, shape) checked in a fresh buffer against what was announced, and every received
+payload is checked (dtypes, shapes, index range) before it is decoded, so a peer that
+sends something else (short, long, empty or mistyped) is named in one line. The rendezvous store and gloo's connections are not
 authenticated or encrypted: run multi-host jobs only on a network you trust
 (docs/distributed.md).
 
