@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import sys
 from pathlib import Path
 
@@ -53,6 +54,8 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--top", type=int, default=8)
     a = p.parse_args()
+    if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # tiny: a check that it runs
+        a.model, a.nodes = "mlp", 2
     torch.set_num_threads(1)
     rows = []
     for precision in ("fp32", "int8"):
@@ -60,10 +63,10 @@ def main() -> None:
             ops = count_ops(a.model, a.nodes, precision, chunk)
             rows.append((precision, chunk, sum(ops.values()), leaf_count(ops), ops))
     print(f"{a.model}, {a.nodes} nodes: aten operators per Choco step (all / launching work)")
-    print("precision | sim.chunk | all | launching")
-    print("--- | ---: | ---: | ---:")
+    print("| precision | sim.chunk | all | launching |")
+    print("|--- | ---: | ---: | ---:|")
     for precision, chunk, total, leaves, _ in rows:
-        print(f"{precision} | {chunk} | {total} | {leaves}")
+        print(f"| {precision} | {chunk} | {total} | {leaves} |")
     for precision, chunk, _, _, ops in rows:
         common = ", ".join(f"{op[6:]} {n}" for op, n in ops.most_common(a.top))
         print(f"{precision}, chunk {chunk}: {common}")

@@ -40,6 +40,7 @@ def smoke_runs(tmp_path_factory) -> dict[str, tuple[int, str, str, float]]:
         return dict(zip(SCRIPTS, pool.map(lambda n: _run(n, tmp), SCRIPTS)))
 
 
+@pytest.mark.slow   # ~35 Python processes importing torch: about 2 CPU-minutes
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_benchmark_smoke_runs_and_prints_a_table(name, smoke_runs):
     rc, out, err, seconds = smoke_runs[name]
