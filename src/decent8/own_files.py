@@ -22,7 +22,8 @@ _READ_LIMIT = 1 << 22
 
 def figure_metadata(fmt: str) -> dict[str, str]:
     """``savefig(metadata=…)`` that marks a figure as decent8's."""
-    return {"Software": MARK} if fmt == "png" else {"Creator": MARK} if fmt == "pdf" else {}
+    # no creation date in a PDF: the same figure is the same bytes (a resumed run's equal an uninterrupted one's)
+    return {"Software": MARK} if fmt == "png" else {"Creator": MARK, "CreationDate": None} if fmt == "pdf" else {}
 
 
 def mark_markdown(text: str) -> str:
