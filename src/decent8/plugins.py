@@ -121,6 +121,18 @@ def _find_top(name: str, path: list[str]) -> Any:
         sys.path[:] = saved
 
 
+def _locations(spec: Any) -> list[str]:
+    """A package spec's search locations; a namespace package's as found (its parent is
+    not imported, so they cannot be recomputed from it)."""
+    locs = spec.submodule_search_locations
+    if locs is None:
+        return []
+    try:
+        return list(locs)
+    except (KeyError, AttributeError, TypeError):
+        return list(getattr(locs, "_path", None) or [])
+
+
 def module_files(mod_name: str, path: list[str]) -> list[Path]:
     """Every file and package folder that importing ``mod_name`` with ``sys.path = path``
     would run, level by level of the dotted name (source ``.py``, sourceless ``.pyc``,
@@ -142,6 +154,11 @@ def module_files(mod_name: str, path: list[str]) -> list[Path]:
             elif locations:
                 try:
                     spec = importlib.machinery.PathFinder.find_spec(name, locations)
+                except KeyError:   # a namespace package whose parent is not imported: its folders
+                    locs = [os.path.join(loc, parts[i]) for loc in locations if os.path.isdir(os.path.join(loc, parts[i]))]
+                    found += [Path(loc) for loc in locs]
+                    locations = locs or None
+                    continue
                 except (ImportError, ValueError):
                     spec = None
             else:
@@ -149,7 +166,7 @@ def module_files(mod_name: str, path: list[str]) -> list[Path]:
             if spec is None:
                 break
             origin = spec.origin if spec.has_location else None
-            locs = list(spec.submodule_search_locations or [])
+            locs = _locations(spec)
         if isinstance(origin, str) and origin not in ("built-in", "frozen"):
             found.append(Path(origin))
         found += [Path(loc) for loc in locs if isinstance(loc, str)]

@@ -112,11 +112,26 @@ def resume_arguments(ns: argparse.Namespace) -> dict[str, Any]:
     return {"named_code": restated_code(overrides, ns.resume), "trust_config": ns.trust_config}
 
 
+def _refuse_code_early(run_dir: str, trust: dict[str, Any]) -> None:
+    """The resume's code check (:mod:`decent8.train.resume_trust`) before torch is imported:
+    a refused resume answers at once. A config that does not load here is left to the full
+    resume, which names what is wrong with it."""
+    from ..train.resume_trust import check_resume_code
+
+    try:
+        cfg = load_config(str(Path(run_dir) / "config.yaml"))
+    except (ConfigError, OSError, ValueError):
+        return
+    check_resume_code(cfg, run_dir, trust.get("named_code"), bool(trust.get("trust_config")))
+
+
 def run(ns: argparse.Namespace) -> int:
     from ..train.validate import check_plain
     if ns.args and not ns.resume and not ns.print_config:  # the plain options first, before torch is imported
         check_plain(load_config(*split_args(ns.args)))
     trust = resume_arguments(ns)
+    if ns.resume:
+        _refuse_code_early(ns.resume, trust)
     from ..algorithms import algorithm_class
     from ..train.loop import check, train
     if getattr(ns, "check", False):

@@ -43,7 +43,7 @@ def restated_code(overrides: Iterable[str], run_dir: str | os.PathLike) -> dict[
 def code_options(cfg: Any) -> dict[str, str]:
     """The import paths a config names, by option."""
     from ..config import flatten, to_dict
-    from ..models.user import is_import_path
+    from ..plugins import is_import_path
 
     flat = flatten(to_dict(cfg))
     return {k: flat[k] for k in CODE_OPTIONS if is_import_path(flat.get(k))}
