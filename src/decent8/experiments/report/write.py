@@ -35,6 +35,7 @@ def compare_runs(paths: Sequence[str | os.PathLike], out: str | os.PathLike, met
     ``out`` is left as it was; otherwise the files are moved into place."""
     sw = load_runs(paths, title=f"comparison of {len(paths)} runs")
     out = Path(out)
+    refuse_foreign([out / "report.md"], "--out")   # known before anything is drawn
     out.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".decent8-compare-", dir=out))
     try:
