@@ -13,7 +13,7 @@ execution (``sim.chunk``) the current code chose, so the two differ only in code
 
     OMP_NUM_THREADS=1 python benchmarks/product_step.py                          # the default cases
     OMP_NUM_THREADS=1 python benchmarks/product_step.py --before /tmp/old/src --reps 3
-    python benchmarks/product_step.py --smoke                                    # seconds, tiny cases
+    DECENT8_BENCH_SMOKE=1 python benchmarks/product_step.py                      # tiny cases (CI smoke)
 """
 from __future__ import annotations
 
@@ -116,17 +116,17 @@ def main() -> None:
     ap.add_argument("--cases", nargs="*", default=None, help=f"names of {sorted(CASES)}")
     ap.add_argument("--before", type=Path, default=None, help="another source tree to time, interleaved")
     ap.add_argument("--reps", type=int, default=1, help="repetitions (A B A B …) per case")
-    ap.add_argument("--smoke", action="store_true", help="tiny cases, a few seconds (CI)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         options, steps = json.loads(args.child)
         print(json.dumps(measure(options, steps)))
         return
-    table = SMOKE if args.smoke else CASES
+    smoke = os.environ.get("DECENT8_BENCH_SMOKE") == "1"   # tiny cases, a few seconds (CI)
+    table = SMOKE if smoke else CASES
     names = args.cases or list(table)
     tmp = Path(tempfile.mkdtemp(prefix="decent8-product-step-"))
-    data = [f"data.path={cifar_like_tensors(tmp, 64 if args.smoke else 512)}"]
+    data = [f"data.path={cifar_like_tensors(tmp, 64 if smoke else 512)}"]
     trees = [("after", ROOT / "src")] + ([("before", args.before.resolve())] if args.before else [])
     print(f"| case | chunk | tree | s / step | one model (s) | ratio | gossip path |")
     print(f"|---|---|---|---:|---:|---:|---|")

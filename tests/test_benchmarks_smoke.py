@@ -1,6 +1,5 @@
 """Every benchmark runs: each ``benchmarks/*.py`` with ``DECENT8_BENCH_SMOKE=1`` (tiny sizes, no
-CUDA, no git history; ``--smoke`` too where a script declares that flag) exits 0 and prints a
-markdown table; each ``benchmarks/*.sh`` parses."""
+CUDA, no git history) exits 0 and prints a markdown table; each ``benchmarks/*.sh`` parses."""
 from __future__ import annotations
 
 import os
@@ -22,10 +21,9 @@ TABLE = re.compile(r"^\|.*\|\s*$", re.MULTILINE)
 def _run(name: str, tmp: Path) -> tuple[int, str, str, float]:
     env = {**os.environ, "DECENT8_BENCH_SMOKE": "1", "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": "", "DECENT8_BENCH_TMP": str(tmp)}
-    flag = ["--smoke"] if 'add_argument("--smoke"' in (REPO / "benchmarks" / name).read_text() else []
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, f"benchmarks/{name}", *flag], cwd=REPO, env=env, capture_output=True,
+        p = subprocess.run([sys.executable, f"benchmarks/{name}"], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=300)
         return p.returncode, p.stdout, p.stderr, time.perf_counter() - t0
     except subprocess.TimeoutExpired as e:
