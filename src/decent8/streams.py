@@ -31,6 +31,7 @@ Nothing here is stateful across steps, so a checkpoint needs no generator state.
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 
@@ -110,26 +111,36 @@ def fill(keys: torch.Tensor, call: int, like: torch.Tensor, kind: int = UNIFORM,
     return rows.view(c, *per_node).movedim(0, node_dim).reshape(like.shape)
 
 
+def _fill_op(keys: torch.Tensor, call: int, like: torch.Tensor, kind: int = UNIFORM, node_dim: int = -1,
+             node: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`fill` as an operator; ``node`` (unread) is the vmap chunk's node token, so that
+    a draw on a tensor without the node axis still reaches the batching rule."""
+    return fill(keys, call, like, kind, node_dim)
+
+
 if hasattr(torch.library, "custom_op"):  # torch >= 2.4: one operator for vmap and torch.compile
-    node_rand = torch.library.custom_op("decent8::node_rand_v1", mutates_args=())(fill)
+    node_rand = torch.library.custom_op("decent8::node_rand_v2", mutates_args=())(_fill_op)
 
     @node_rand.register_fake
-    def _(keys: torch.Tensor, call: int, like: torch.Tensor, kind: int = UNIFORM, node_dim: int = -1) -> torch.Tensor:
+    def _(keys: torch.Tensor, call: int, like: torch.Tensor, kind: int = UNIFORM, node_dim: int = -1,
+          node: torch.Tensor | None = None) -> torch.Tensor:
         return torch.empty_like(like, dtype=like.dtype if like.is_floating_point() else torch.get_default_dtype())
 
     if hasattr(node_rand, "register_vmap"):
         @node_rand.register_vmap
         def _(info: Any, in_dims: tuple, keys: torch.Tensor, call: int, like: torch.Tensor, kind: int = UNIFORM,
-              node_dim: int = -1) -> tuple[torch.Tensor, int]:
+              node_dim: int = -1, node: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
             """A ``torch.func.vmap`` chunk of nodes: the batch dim is the node axis, one
-            draw per node from its own stream."""
+            draw per node from its own stream. A ``like`` without the node axis (a tensor
+            made inside ``forward``: ``torch.full((w,), p)``, …) is one per node: each node
+            draws its own (the node token makes the call batched)."""
             if in_dims[0] is not None or node_dim >= 0:
                 raise RuntimeError("node streams: the keys are not batched and the node axis is the vmap dim")
             d = in_dims[2]
             phys = like.unsqueeze(0).expand(info.batch_size, *like.shape) if d is None else like.movedim(d, 0)
             return node_rand(keys, call, phys, kind, 0), 0
 else:  # pragma: no cover - torch < 2.4
-    node_rand = fill
+    node_rand = _fill_op
 
 
 # --- the current chunk's streams --------------------------------------------------------------
@@ -141,6 +152,10 @@ class _State:
 
     keys: torch.Tensor | None = None
     call = 0
+    #: inside a vmap chunk's body: the batched node token ``[c]`` (one zero per node)
+    node: torch.Tensor | None = None
+    #: node-batched layers: the rows ``b·c`` of the merged batch (0 otherwise)
+    rows = 0
 
 
 _STATE = _State()
@@ -181,8 +196,46 @@ def draw(like: torch.Tensor, kind: int = UNIFORM, node_dim: int = -1) -> torch.T
     """The next draw of the running chunk's nodes, shaped like ``like`` (see :func:`fill`)."""
     keys, call = take_call()
     if torch._C._are_functorch_transforms_active() or _is_compiling():
-        return node_rand(keys, call, like, kind, node_dim)
+        return node_rand(keys, call, like, kind, node_dim, _STATE.node)
     return fill(keys, call, like, kind, node_dim)  # eager: without the operator's dispatch cost
+
+
+def in_vmap_body(fn: Callable[..., torch.Tensor], node: torch.Tensor, *args: Any) -> torch.Tensor:
+    """``fn(*args)`` inside a ``torch.func.vmap`` chunk whose batched ``node`` token (one
+    zero per node, vmapped with the inputs) marks every draw of the body as per node."""
+    saved = _STATE.node
+    _STATE.node = node
+    try:
+        return fn(*args)
+    finally:
+        _STATE.node = saved
+
+
+def in_merged_batch(fn: Callable[..., torch.Tensor], rows: int, *args: Any) -> torch.Tensor:
+    """``fn(*args)`` on node-batched layers, whose batch holds ``rows`` = b·c merged rows."""
+    saved = _STATE.rows
+    _STATE.rows = int(rows)
+    try:
+        return fn(*args)
+    finally:
+        _STATE.rows = saved
+
+
+class UnattributedDraw(RuntimeError):
+    """A model's random operator whose draw cannot be given to each node on this path."""
+
+
+def _model_draw(op: str, like: torch.Tensor, kind: int = UNIFORM) -> torch.Tensor:
+    """A draw of the model's own operator ``op``: per node on every path. On node-batched
+    layers ``like`` must hold the merged batch on dim 0 (``b·c`` rows, node i's rows
+    ``s·c + i``); a tensor without that axis (made inside ``forward``, a parameter) is one
+    per node in the loop but one for all c nodes here: refused, naming ``op``."""
+    rows = _STATE.rows
+    if rows and (like.dim() == 0 or like.shape[0] != rows):
+        raise UnattributedDraw(f"{op} draws on a tensor of shape {tuple(like.shape)} without the batch axis "
+                               f"({rows} merged rows): node-batched layers cannot give each node its own draw; "
+                               f"use sim.chunk=N (vmap) or 1")
+    return draw(like, kind)
 
 
 def _is_compiling() -> bool:
@@ -194,7 +247,7 @@ def _is_compiling() -> bool:
 
 
 def _dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False,
-             feature_dims: int = 0) -> torch.Tensor:
+             feature_dims: int = 0, op: str = "dropout") -> torch.Tensor:
     """Inverted dropout with the node's own mask: ``x · [u ≥ p] / (1 − p)``, u ~ U[0, 1) per
     element (``feature_dims`` > 0: per channel, ``dropout{1,2,3}d``)."""
     if not training or p == 0.0:
@@ -206,44 +259,93 @@ def _dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace
         spatial = min(feature_dims, like.dim() - 1)
         like = like[(Ellipsis,) + (slice(0, 1),) * spatial]
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    mask = (draw(like) >= p).to(input.dtype).mul_(scale)
+    mask = (_model_draw(op, like) >= p).to(input.dtype).mul_(scale)
     return input.mul_(mask) if inplace else input * mask
 
 
 def _feature(dims: int) -> Callable[..., torch.Tensor]:
     def dropout_nd(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
-        return _dropout(input, p, training, inplace, feature_dims=dims)
+        return _dropout(input, p, training, inplace, feature_dims=dims, op=f"dropout{dims}d")
     return dropout_nd
 
 
+#: SELU's α (alpha dropout keeps SELU's mean and variance; aten's ``_dropout_impl``)
+_SELU_ALPHA = 1.7580993408473766
+
+
+def _alpha(feature: bool) -> Callable[..., torch.Tensor]:
+    def alpha_dropout(input: torch.Tensor, p: float = 0.5, training: bool = False,
+                      inplace: bool = False) -> torch.Tensor:
+        """Alpha dropout with the node's own mask: ``keep = [u ≥ p]``,
+        ``a = ((α²p + 1)(1 − p))^(−1/2)``, ``x·a·keep + α·a·(p − 1 + keep)`` (per channel
+        when ``feature``)."""
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        if not training or p == 0.0 or input.numel() == 0:
+            return input
+        if p == 1.0:
+            return input.mul_(0.0) if inplace else input * 0.0
+        like = input.detach()
+        if feature and like.dim() > 2:
+            like = like[(slice(None), slice(None)) + (slice(0, 1),) * (like.dim() - 2)]
+        keep = (_model_draw("feature_alpha_dropout" if feature else "alpha_dropout", like) >= p).to(input.dtype)
+        a = 1.0 / math.sqrt((_SELU_ALPHA ** 2 * p + 1.0) * (1.0 - p))
+        b = (keep - 1.0).mul_(_SELU_ALPHA * a).add_(_SELU_ALPHA * a * p)
+        noise = keep.mul_(a)
+        return input.mul_(noise).add_(b) if inplace else input * noise + b
+    return alpha_dropout
+
+
+def _rrelu(input: torch.Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+           inplace: bool = False) -> torch.Tensor:
+    """Randomized leaky ReLU with the node's own slopes: ``x`` where x > 0, else ``x·a``,
+    a ~ U[lower, upper) per element (aten's ``rrelu_with_noise``; gradient 1 or a).
+    Under vmap aten's ``rrelu`` has no batching rule (evaluation would fail there): it is
+    called as it is, so a vmap chunk refuses the model (``sim.chunk=auto``: the loop)."""
+    if not training or torch._C._are_functorch_transforms_active():
+        return F.rrelu(input, lower, upper, training, inplace)
+    a = _model_draw("rrelu", input.detach()).mul_(upper - lower).add_(lower)
+    slope = torch.where(input.detach() > 0, torch.ones_like(a), a)
+    return input.mul_(slope) if inplace else input * slope
+
+
+def _like(input: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """The shape source of a ``*_like`` draw: detached (the draw has no gradient), in ``dtype``."""
+    like = input.detach()
+    return like if dtype is None else like.to(dtype)
+
+
 def _rand_like(input: torch.Tensor, *, dtype: torch.dtype | None = None, **kwargs: Any) -> torch.Tensor:
-    return draw(input if dtype is None else input.detach().to(dtype), UNIFORM)
+    return _model_draw("torch.rand_like", _like(input, dtype), UNIFORM)
 
 
 def _randn_like(input: torch.Tensor, *, dtype: torch.dtype | None = None, **kwargs: Any) -> torch.Tensor:
-    return draw(input if dtype is None else input.detach().to(dtype), NORMAL)
+    return _model_draw("torch.randn_like", _like(input, dtype), NORMAL)
 
 
 def _bernoulli(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    like = input.detach()
     if args or kwargs.get("p") is not None:  # bernoulli(input, p): a scalar probability
         p = args[0] if args else kwargs["p"]
-        return (draw(input.detach()) < p).to(input.dtype)
-    return (draw(input.detach()) < input.detach()).to(input.dtype)
+        return (_model_draw("torch.bernoulli", like) < p).to(input.dtype)
+    return (_model_draw("torch.bernoulli", like) < like).to(input.dtype)
 
 
 #: operators drawn from the node's stream
 KEYED: dict[Callable, Callable] = {
     F.dropout: _dropout, F.dropout1d: _feature(1), F.dropout2d: _feature(2), F.dropout3d: _feature(3),
+    F.alpha_dropout: _alpha(False), F.feature_alpha_dropout: _alpha(True), F.rrelu: _rrelu,
     torch.rand_like: _rand_like, torch.randn_like: _randn_like, torch.bernoulli: _bernoulli,
+    torch.Tensor.bernoulli: _bernoulli,
 }
 
 #: random operators that stay on the global generator (a warning names the first one met)
 UNKEYED: tuple[Callable, ...] = tuple(f for f in (
     torch.rand, torch.randn, torch.randint, torch.randint_like, torch.randperm, torch.normal, torch.poisson,
-    torch.multinomial, F.alpha_dropout, F.feature_alpha_dropout, F.rrelu, F.gumbel_softmax,
+    torch.multinomial, F.gumbel_softmax, torch.rrelu, torch.rrelu_, F.rrelu_,
     torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.bernoulli_, torch.Tensor.random_,
     torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.log_normal_, torch.Tensor.cauchy_,
-    torch.Tensor.bernoulli, torch.Tensor.multinomial,
+    torch.Tensor.multinomial,
 ) if f is not None)
 
 _warned: set[str] = set()
@@ -252,15 +354,22 @@ _warned: set[str] = set()
 class NodeRandomMode(TorchFunctionMode):
     """While a chunk runs: :data:`KEYED` operators draw from the nodes' streams; the first
     :data:`UNKEYED` one met gives a warning (a draw with an explicit ``generator`` is the
-    caller's own and passes silently)."""
+    caller's own and passes silently). ``drew``: whether the forward called any random
+    operator (:func:`may_draw`'s probe)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drew = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         if _STATE.keys is not None:
             impl = KEYED.get(func)
-            if impl is not None:
+            if impl is not None and kwargs.get("generator") is None:
+                self.drew = True
                 return impl(*args, **kwargs)
             if _unkeyed_draw(func, args, kwargs):
+                self.drew = True
                 name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
                 if name not in _warned:
                     _warned.add(name)
@@ -275,40 +384,43 @@ def _unkeyed_draw(func: Callable, args: tuple, kwargs: dict) -> bool:
         return float(kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0) or 0.0) > 0.0
     if func not in UNKEYED or kwargs.get("generator") is not None:
         return False
-    if func in (F.alpha_dropout, F.feature_alpha_dropout):  # nothing drawn at evaluation or p = 0
-        training = kwargs.get("training", args[2] if len(args) > 2 else False)
-        return bool(training) and kwargs.get("p", args[1] if len(args) > 1 else 0.5) != 0
+    if func in (torch.rrelu, torch.rrelu_, F.rrelu_):  # nothing drawn at evaluation
+        return bool(kwargs.get("training", args[3] if len(args) > 3 else False))
     return True
 
 
-#: module types whose forward draws nothing, or only through decent8's quantizers
-_DRAW_FREE_PACKAGES = ("torch.nn.modules.", "decent8.")
-_DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
-            torch.nn.FeatureAlphaDropout)
+#: module types whose forward is known: torch's own layers (random ones are found by the
+#: probe below) and decent8's (which draw only through its quantizers)
+_KNOWN_PACKAGES = ("torch.nn.modules.", "decent8.")
 
 
-def may_draw(module: torch.nn.Module) -> bool:
-    """Whether ``module``'s forward may call random operators itself: it holds a dropout
-    layer or a layer of the user's (or another library's) whose forward decent8 cannot
-    read. Only then does a chunk run under :class:`NodeRandomMode` (intercepting every
-    operator costs Python time per call)."""
+def may_draw(module: torch.nn.Module) -> bool | None:
+    """Whether ``module``'s forward may call random operators itself (then a chunk runs
+    under :class:`NodeRandomMode`, which costs Python time per operator): True for a layer
+    of the user's (or another library's), whose forward decent8 cannot read; None ("probe")
+    for a model of torch's and decent8's layers only: its first training chunk runs under
+    the mode, which records whether any random operator was called (``nn.RReLU``,
+    ``nn.Dropout``, an attention's dropout, …) — the operator found, not the layer's package.
+    :class:`~decent8.models.stacked.StackedModel` keeps the answer."""
     for m in module.modules():
-        if isinstance(m, _DROPOUT) or not type(m).__module__.startswith(_DRAW_FREE_PACKAGES):
+        if not type(m).__module__.startswith(_KNOWN_PACKAGES):
             return True
-    return False
+    return None
 
 
 @contextlib.contextmanager
-def keyed_random(keys: torch.Tensor | None, intercept: bool = True) -> Iterator[None]:
+def keyed_random(keys: torch.Tensor | None, intercept: bool | None = True) -> Iterator[NodeRandomMode | None]:
     """Run a chunk's forward (and backward) with the nodes' streams ``keys``; ``None``:
-    the global generator, as plain PyTorch. ``intercept``: route the model's own random
-    operators (dropout, …) to the streams (:func:`may_draw`)."""
+    the global generator, as plain PyTorch. ``intercept`` (True or None, :func:`may_draw`):
+    route the model's own random operators (dropout, …) to the streams; yields the mode."""
     if keys is None:
-        yield
+        yield None
         return
-    with node_streams(keys), (NodeRandomMode() if intercept else contextlib.nullcontext()):
-        yield
+    mode = NodeRandomMode() if intercept is not False else None
+    with node_streams(keys), (mode if mode is not None else contextlib.nullcontext()):
+        yield mode
 
 
 __all__ = ["UNIFORM", "NORMAL", "DITHER", "node_keys", "fill", "node_rand", "active", "start", "take_call", "node_streams",
-           "draw", "KEYED", "UNKEYED", "NodeRandomMode", "may_draw", "keyed_random"]
+           "draw", "in_vmap_body", "in_merged_batch", "UnattributedDraw", "KEYED", "UNKEYED", "NodeRandomMode",
+           "may_draw", "keyed_random"]

@@ -132,24 +132,40 @@ def parse_chunk(value: object) -> int | None:
 
 def layers_mismatch(model: StackedModel, params: torch.Tensor, x: Inputs) -> str:
     """Why the node-batched layers cannot run this model ("" when they can): a layer
-    without a node-batched form, or eval-mode outputs on the first batch (first ≤ 4
-    nodes) that differ from the per-node loop's (a ``forward`` that mixes nodes' samples)."""
+    without a node-batched form, or outputs on the first batch (first ≤ 4 nodes) that
+    differ from the per-node loop's — in evaluation (a ``forward`` that mixes nodes'
+    samples), or in training with the nodes' draws of step 0 (a random draw that the
+    merged batch cannot give each node: one on a tensor without the batch axis whose
+    length happens to equal the merged batch's). Buffers and RNG states are left as
+    they were."""
     reason = node_batched.unsupported(model.module)
     if reason:
         return reason
     m = min(params.shape[0], 4)
-    buffers = None if model.buffers is None else model.buffers[:m].clone()
-    model.module.eval()
-    try:
-        with torch.no_grad():
-            ref = model.forward(params[:m], take(x, slice(m)), buffers, strategy=LOOP)
-            out = model.forward(params[:m], take(x, slice(m)), buffers, strategy=strategy_for("layers", m))
-    except (RuntimeError, ValueError, TypeError, IndexError) as e:
-        return f"the node-batched forward fails ({first_line(e)})"
-    finally:
-        model.module.train()
-    if out.shape != ref.shape or not torch.allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, ref.abs().max().item())):
-        return "its outputs differ from the per-node loop's (the model's forward mixes samples of different nodes)"
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state(params.device) if params.is_cuda else None
+    for training, step in ((False, None), (True, 0)):
+        outs = []
+        model.module.train(training)
+        try:
+            with torch.no_grad():
+                for strategy in (LOOP, strategy_for("layers", m)):
+                    buffers = None if model.buffers is None else model.buffers[:m].clone()
+                    outs.append(model.forward(params[:m], take(x, slice(m)), buffers, strategy=strategy, step=step))
+        except (RuntimeError, ValueError, TypeError, IndexError) as e:
+            return f"the node-batched forward fails ({first_line(e)})"
+        finally:
+            model.module.train()
+            torch.set_rng_state(cpu_rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state(cuda_rng, params.device)
+        ref, out = outs
+        if out.shape != ref.shape or not torch.allclose(out, ref, rtol=1e-4,
+                                                        atol=1e-5 * max(1.0, ref.abs().max().item())):
+            if training:
+                return ("its training outputs with the nodes' own draws differ from the per-node loop's (a random "
+                        "draw the merged batch shares between nodes, e.g. on a tensor without the batch axis)")
+            return "its outputs differ from the per-node loop's (the model's forward mixes samples of different nodes)"
     return ""
 
 

@@ -48,7 +48,8 @@ NODE_NATIVE: tuple[type, ...] = (QConv2d, QLinear, ActQuant, QAdd)
 #: parameter-free layers that act on each sample alone (exact types)
 PER_SAMPLE: tuple[type, ...] = (
     nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.ELU, nn.Tanh, nn.Sigmoid, nn.Softplus, nn.Identity,
-    nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Flatten,
+    nn.SELU, nn.RReLU, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout,
+    nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Flatten,
     norms.ReLU, Add,
 )
 

@@ -35,15 +35,9 @@ from ..errors import ConfigError, first_line
 from ..layout import ParamLayout
 from ..task import CrossEntropy, Task
 from .node_batched import node_aware_layers
-from .strategies import Strategy, merge_nodes, strategy_for  # noqa: F401  (merge_nodes re-exported)
+from .strategies import Strategy, batch_size, merge_nodes, strategy_for  # noqa: F401  (merge_nodes, batch_size re-exported)
 
 Inputs = Any  # a tensor, or a dict of tensors, each with the same leading axes
-
-
-def batch_size(x: Inputs, dim: int = 0) -> int:
-    if isinstance(x, dict):
-        return next(iter(x.values())).shape[dim]
-    return x.shape[dim]
 
 
 class StackedModel:
@@ -67,8 +61,9 @@ class StackedModel:
         self.compile_failure = ""
         #: the layers node-batched execution gives a node-aware forward (:mod:`.node_batched`)
         self.node_aware = node_aware_layers(self.module)
-        #: whether the module may call random operators itself (dropout, …: routed to the streams)
-        self.may_draw = streams.may_draw(self.module)
+        #: whether the module may call random operators itself (dropout, RReLU, …: routed to
+        #: the streams); None until the first training chunk has shown it (:func:`streams.may_draw`)
+        self.may_draw: bool | None = streams.may_draw(self.module)
         self.layout = ParamLayout.from_module(self.module)
         named = [(n, b) for n, b in self.module.named_buffers() if b.is_floating_point()]
         #: layout of the per-model buffers (None when the module has none)
@@ -260,9 +255,10 @@ class StackedModel:
             named = self.layout.unflatten(params[i0:i1])
             bufs = self._chunk_buffers(buffers, i0, i1)
             keys = None if step is None else self.stream_keys(i0, i1, step)
-            with streams.keyed_random(keys, self.may_draw):  # (numbers its draws from 0)
+            with streams.keyed_random(keys, self.may_draw) as mode:  # (numbers its draws from 0)
                 outs.append(strategy.outputs(self, {**named, **bufs}, take(x, slice(i0, i1)), i1 - i0))
             self._write_back(buffers, bufs, i0, i1)
+            self._probed(mode)
         return torch.cat(outs, 0)
 
     def loss_and_grad(self, params: torch.Tensor, x: Inputs, y: torch.Tensor, strategy: Strategy | None = None,
@@ -285,7 +281,7 @@ class StackedModel:
             leaves = {n: v.detach().requires_grad_(True) for n, v in self.layout.unflatten(params[i0:i1]).items()}
             bufs = self._chunk_buffers(buffers, i0, i1)
             keys = None if step is None else self.stream_keys(i0, i1, step)
-            with torch.enable_grad(), streams.keyed_random(keys, self.may_draw):
+            with torch.enable_grad(), streams.keyed_random(keys, self.may_draw) as mode:
                 loss = self._run_chunk_loss({**leaves, **bufs}, take(x, slice(i0, i1)), y[i0:i1], i1 - i0, strategy,
                                             keys)
                 self._write_back(buffers, bufs, i0, i1)
@@ -300,8 +296,16 @@ class StackedModel:
                 else:
                     dst.copy_(g.reshape(i1 - i0, -1))
             losses[i0:i1] = loss.detach().reshape(-1)
+            self._probed(mode)
         self._compile_ok = self._compiled_loss is not None  # every chunk shape compiled and ran
         return losses, grad
+
+    def _probed(self, mode: streams.NodeRandomMode | None) -> None:
+        """After a training chunk ran under the probe (``may_draw`` None): keep whether the
+        model called a random operator, so that a model that draws nothing runs without the
+        interception from now on."""
+        if self.may_draw is None and mode is not None and self.module.training:
+            self.may_draw = True if mode.drew else False
 
     @torch.no_grad()
     def logits(self, params: torch.Tensor, x: Inputs, chunk: int = 1024,

@@ -20,12 +20,14 @@ thing whichever strategy runs it (up to float summation order; tests/train/test_
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch.func import vmap
 
+from .. import streams
 from ..data.dataset import take
 from .node_batched import node_batched
 
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
     from .stacked import StackedModel
 
 Inputs = Any  # a tensor, or a dict of tensors, each with the same leading axes
+
+
+def batch_size(x: Inputs, dim: int = 0) -> int:
+    if isinstance(x, dict):
+        return next(iter(x.values())).shape[dim]
+    return x.shape[dim]
 
 
 @dataclass(frozen=True)
@@ -80,8 +88,11 @@ class VMap(Strategy):
 
     def outputs(self, model: "StackedModel", named: dict[str, torch.Tensor], x: Inputs, m: int,
                 shared: bool = False) -> torch.Tensor:
-        fn: Callable = vmap(model.forward_one, in_dims=(0, None if shared else 0), randomness="different")
-        return fn(named, x)
+        # each node's token (a zero) is vmapped with its inputs: a draw on a tensor made inside
+        # forward, without the node axis, is still one per node (decent8.streams)
+        fn: Callable = vmap(functools.partial(streams.in_vmap_body, model.forward_one),
+                            in_dims=(0, 0, None if shared else 0), randomness="different")
+        return fn(torch.zeros(m), named, x)
 
 
 @dataclass(frozen=True)
@@ -98,8 +109,9 @@ class NodeBatched(Strategy):
                 shared: bool = False) -> torch.Tensor:
         if m == 1:  # a last chunk of one node: the module as it is
             return Loop().outputs(model, named, x, m, shared)
+        merged = merge_nodes(x, m, shared)
         with node_batched(model.node_aware, m):
-            out = model.forward_one(named, merge_nodes(x, m, shared))
+            out = streams.in_merged_batch(model.forward_one, batch_size(merged), named, merged)
         return out.view(-1, m, *out.shape[1:]).transpose(0, 1)
 
 
