@@ -72,10 +72,14 @@ class ActQuant(nn.Module):
         xs = node_axis.per_node(x, c)  # [b, c, features]: each node's range from its own samples
 
         def per_node_range() -> tuple[torch.Tensor, torch.Tensor]:
+            # each node's mean over its b samples summed as the loop sums it: one contiguous
+            # row per node (mean over dim 0 of [b, c] sums in another order, and a 1-ulp
+            # different range flips stochastic rounding decisions)
             d = xs.detach()
             if x.dim() == 1:  # one value per sample: the range is the batch mean (as sample_mean_range)
-                return d.mean(dim=(0, 2)), d.mean(dim=(0, 2))
-            return d.amin(2).mean(0), d.amax(2).mean(0)
+                v = d[:, :, 0].t().contiguous().mean(1)
+                return v, v
+            return d.amin(2).t().contiguous().mean(1), d.amax(2).t().contiguous().mean(1)
 
         mn, mx, stochastic = self.quant_range(per_node_range)
         return quantize_ste(xs, mn.reshape(1, c, 1), mx.reshape(1, c, 1), self.spec.bits, stochastic,
