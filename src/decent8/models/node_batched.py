@@ -54,6 +54,10 @@ PER_SAMPLE: tuple[type, ...] = (
 )
 
 
+#: module containers (no forward of their own, or the identity when empty)
+CONTAINERS: tuple[type, ...] = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
 def unsupported(module: nn.Module) -> str:
     """Why ``module`` cannot run on node-batched layers ("" when it can)."""
     for name, m in module.named_modules():
@@ -62,6 +66,8 @@ def unsupported(module: nn.Module) -> str:
         if kind in NODE_AWARE or kind in NODE_NATIVE:
             if isinstance(m, nn.Conv2d) and m.padding_mode != "zeros":
                 return f"{where}: padding_mode {m.padding_mode!r}"
+            continue
+        if kind in CONTAINERS and not any(True for _ in m.parameters(recurse=False)):
             continue
         if kind in PER_SAMPLE:
             if isinstance(m, nn.Flatten) and m.start_dim == 0:
@@ -95,4 +101,4 @@ def node_batched(layers: list[tuple[nn.Module, Callable[..., torch.Tensor]]], c:
             m.__dict__.pop("forward", None)
 
 
-__all__ = ["NODE_AWARE", "NODE_NATIVE", "PER_SAMPLE", "unsupported", "node_aware_layers", "node_batched"]
+__all__ = ["NODE_AWARE", "NODE_NATIVE", "PER_SAMPLE", "CONTAINERS", "unsupported", "node_aware_layers", "node_batched"]
