@@ -12,19 +12,26 @@ tensor's *logical* element order. So node i gets the same numbers whether it run
 * merged sample-major with c other nodes in one batch ``[b·c, ...]`` (node-batched
   layers: each node's ``[b, ...]`` slice drawn on its own and interleaved),
 
-eager or compiled (the draws are one operator, ``decent8::node_rand_v1``, that the
-compiler calls as it is). What draws here:
+eager or compiled (the draws are one operator, ``decent8::node_rand_v2``, that the
+compiler calls as it is). A draw's node is decided by the tensor, not by where it runs:
+under vmap a tensor without the node axis (made inside ``forward``) is one per node, so
+each node draws its own (the chunk's batched node token reaches the operator's batching
+rule); on node-batched layers a draw must be on a tensor with the merged batch axis, any
+other is refused in one line naming the operator. What draws here:
 
 * the 8-bit quantizer's stochastic rounding (:mod:`decent8.quant.quantizer`), forward and
   backward (the gradient quantizer keeps the call number of its forward);
-* dropout (``F.dropout``, ``dropout1d/2d/3d``, so every ``nn.Dropout*``),
-  ``torch.rand_like``, ``torch.randn_like`` and ``torch.bernoulli`` inside the model's
-  forward, intercepted by :class:`NodeRandomMode` while a chunk runs.
+* inside the model's forward, intercepted by :class:`NodeRandomMode` while a chunk runs:
+  dropout (``F.dropout``, ``dropout1d/2d/3d``, ``alpha_dropout``,
+  ``feature_alpha_dropout``, so every ``nn.*Dropout*``), ``F.rrelu`` (``nn.RReLU``; aten's
+  rrelu has no vmap rule, so vmap chunks refuse it), ``torch.rand_like``,
+  ``torch.randn_like``, ``torch.bernoulli`` and ``Tensor.bernoulli``.
 
 Other random operators inside a model (``torch.rand(size)``, ``Tensor.normal_``, the
 attention dropout of ``scaled_dot_product_attention``, …) cannot be assigned to nodes:
 they keep the global generator, and the first one met in a run gives a warning naming
-it (their draws then depend on ``sim.chunk``; docs/execution.md).
+it (their draws then depend on ``sim.chunk``; docs/execution.md "Which random operators
+are per node").
 
 Nothing here is stateful across steps, so a checkpoint needs no generator state.
 """

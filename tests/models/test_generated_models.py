@@ -31,6 +31,10 @@ SPECS = ("2", "4", "layers:4")
 #: one step draws the loop's numbers (1e-5); over 3 steps the kernels' float order may flip a
 #: rounding decision, which grows (the 20-step bound of tests/train/test_equivalence.py)
 BOUNDS = {("fp32", 1): 1e-5, ("fp32", 3): 1e-5, ("int8", 1): 1e-5, ("int8", 3): 5e-2}
+#: 8 bits on node-batched layers, one step: bmm against mm sums in another float order, and now
+#: and then (3 of 120 cases of the slow sample, depending on the process's allocations) that
+#: flips one stochastic rounding decision by a quantum (1/255 of a range): measured 6.5e-5 – 9.9e-5
+INT8_LAYERS_1_STEP = 5e-4
 WARNING = "cannot assign to a node's stream"
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
@@ -94,7 +98,10 @@ def check(seed: int, count: int) -> Counter:
                     tally["warned"] += 1
                 else:
                     rels = [_rel(g, r) for g, r in zip(got, ref)]
-                    if all(r <= BOUNDS[(precision, steps)] for r, steps in zip(rels, (1, 3))):
+                    bounds = [BOUNDS[(precision, steps)] for steps in (1, 3)]
+                    if precision == "int8" and spec.startswith("layers"):
+                        bounds[0] = INT8_LAYERS_1_STEP
+                    if all(r <= b for r, b in zip(rels, bounds)):
                         tally["passed"] += 1
                     else:
                         silent.append(f"{ops} {precision} sim.chunk={spec}: {rels}")
