@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..algorithms import ChocoSGD, algorithm_class
+from ..algorithms.dpsgd import DPSGD
 from ..algorithms.base import Algorithm, AlgorithmContext
 from ..comm import SimulatorCommunicator
 from ..compression import make_compressor
@@ -70,7 +71,7 @@ def dpsgd_and(cls: type[Algorithm] = ChocoSGD) -> tuple[Algorithm, Algorithm]:
     """D-PSGD and ``cls`` (identity compression, γ = 1) on the 8-node Metropolis ring (doubly stochastic W)."""
     topo = make_topology("ring", N, weights="metropolis")
     ident = make_compressor("identity", ParamLayout.single(D))
-    return make("dpsgd", topo, ident, 1.0, False), make(cls, topo, ident, 1.0, False)
+    return make(DPSGD, topo, ident, 1.0, False), make(cls, topo, ident, 1.0, False)
 
 
 # ---------------------------------------------------------------- push-sum on an irregular digraph

@@ -24,7 +24,6 @@ from ..compression.wire import INT8_WIRE, wire_compression  # noqa: F401  (re-ex
 from ..config import TrainConfig, is_frozen
 from ..data.dataset import ArrayDataset
 from ..data.partition import make_partition
-from ..data.registry import dataset_from_config
 from ..data.sampler import NodeSampler
 from ..errors import ConfigError
 from ..models import MODELS, StackedModel, init_parameters, make_model
@@ -38,6 +37,7 @@ from ..seeding import derive_seed, node_generators
 from ..topology import Topology, topology_from_config
 from ..timing import FaultySimulatorCommunicator, Timer, check_faults, make_timer
 
+from .run_data import id_dict_inputs, load_dataset, pretrained_folder  # noqa: F401  (re-exported)
 from .resolve import (check_scalars, d2_default_gamma, default_gamma, default_lr, option_value,  # noqa: F401
                       is_resolved, resolve, resolve_algorithm_defaults, resolve_with_defaults)
 from .validate import (BACKENDS, MAX_EPOCHS, MAX_SEED, MAX_STEP, MAX_TIMEOUT_S, MIN_DECAY_EVERY,  # noqa: F401
@@ -136,25 +136,6 @@ def check_model_size(cfg: TrainConfig, input_shape, num_classes: int, qspec, dev
                                          f"{have / 1e9:.3g} GB of {device.type} memory here")
 
 
-def pretrained_folder(cfg: TrainConfig):
-    """The folder of ``model.pretrained`` (model=hf), resolved without downloading; None otherwise."""
-    if cfg.model.pretrained is None:
-        return None
-    if cfg.model.name != "hf":
-        raise ConfigError("model.pretrained", f"applies to model=hf, not model={cfg.model.name}")
-    from ..models.pretrained import resolve_pretrained
-    return resolve_pretrained(cfg.model.pretrained, cfg.data.cache_dir)
-
-
-def id_dict_inputs(dataset: ArrayDataset) -> ArrayDataset:
-    """model=hf on word-level ids ``[N, T]``: the same ids as ``{input_ids, attention_mask}``."""
-    import dataclasses
-    from ..data.tokenize import id_inputs
-    if isinstance(dataset.x_train, dict) or dataset.vocab_size is None:
-        return dataset
-    return dataclasses.replace(dataset, x_train=id_inputs(dataset.x_train), x_test=id_inputs(dataset.x_test))
-
-
 def check_parts(parts, nodes: int, n: int) -> list[np.ndarray]:
     """A user's split: ``nodes`` non-empty lists of training-row indices in ``[0, n)``."""
     parts = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
@@ -166,14 +147,6 @@ def check_parts(parts, nodes: int, n: int) -> list[np.ndarray]:
         if p.min() < 0 or p.max() >= n:
             raise ConfigError("parts", f"node {i} has indices outside [0, {n})")
     return parts
-
-
-def load_dataset(cfg: TrainConfig, module_given: bool = False) -> ArrayDataset:
-    """The run's data set as its config names it (model=hf: ids as transformer inputs)."""
-    dataset = dataset_from_config(cfg.data, cfg.seed, tokenizer=pretrained_folder(cfg))
-    if cfg.model.name == "hf" and not module_given:
-        dataset = id_dict_inputs(dataset)
-    return dataset
 
 
 def checked_user_compressor(compressor: Compressor, name: str, x0: torch.Tensor) -> Compressor:

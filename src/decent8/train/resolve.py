@@ -20,6 +20,7 @@ from ..config import TrainConfig, freeze, is_frozen, thaw
 from ..data.dataset import ArrayDataset
 from ..errors import ConfigError, choice_error
 from ..topology import Topology, topology_from_config
+from .run_data import load_dataset
 from .validate import MAX_STEP, _number, check_plain
 
 
@@ -149,7 +150,6 @@ def resolve_with_defaults(cfg: TrainConfig, dataset: ArrayDataset | None = None,
     defaults = resolve_algorithm_defaults(cfg)
     if not module_given and cfg.model.name == "cnn":
         if dataset is None:
-            from .build import load_dataset
             dataset = load_dataset(cfg)
         cfg.model.name = text_model_name(cfg, dataset)
     if topology is None:
