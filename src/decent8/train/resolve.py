@@ -57,7 +57,7 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
     in every gossip displacement Δ and its Nesterov step lr·β²·m̂ re-applies it, so a
     steady displacement Δ per step moves x by D = Δ + β²·D = Δ/(1 − β²) (5.3·Δ at
     β = 0.9). Without a factor Choco + QGM with 99 % top-k (γ 0.05) diverged in epoch
-    19 on digits (seed 3, issue 12); of the two factors tried on seeds 0–4, 1 − β²
+    19 on digits (seed 3); of the two factors tried on seeds 0–4, 1 − β²
     (γ 0.0095: 57–87 %) and 1 − β (γ 0.005: 86–94 %), the second is the default;
     docs/results/defaults.md has the runs.
 
