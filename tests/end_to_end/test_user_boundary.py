@@ -91,3 +91,17 @@ def test_a_failing_user_component_is_one_line_and_leaves_no_run_folder(tmp_path,
 def test_a_torch_bool_adjacency_is_a_graph(tmp_path, user):
     rc, _, lines = call(["train", f"topology={user}:torch_ring", "epochs=1", f"out_dir={tmp_path}", *FAST])
     assert rc == 0, lines
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["optimizer.kind=qgm"], "optimizer.kind"),
+    (["faults.node_drop=0.2"], "faults"),
+    (["model=cnn", "model.norm=bn"], "running statistics"),
+])
+def test_adpsgd_refusals_come_before_the_run_folder(tmp_path, extra, needle):
+    out = tmp_path / "runs"
+    args = [a for a in FAST if not (a.startswith("model=") and any(e.startswith("model=") for e in extra))]
+    rc, _, lines = call(["train", "algorithm=adpsgd", "compression=identity", "topology=ring", "epochs=1",
+                         f"out_dir={out}", *args, *extra])
+    one_line(rc, lines, needle)
+    assert not out.exists() or not any(out.iterdir())
