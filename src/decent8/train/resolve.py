@@ -12,7 +12,6 @@ resolves to itself.
 """
 from __future__ import annotations
 
-
 from ..algorithms import algorithm_class
 from ..algorithms.allreduce import RESETS
 from ..compression.wire import wire_compression
