@@ -37,7 +37,6 @@ CASES: dict[str, tuple[list[str], int]] = {
 }
 SMOKE: dict[str, tuple[list[str], int]] = {
     "mlp-16": (["model=mlp", "nodes=16", "model.width=16"], 2),
-    "resnet20-2": (["model=resnet20", "nodes=2", "data.name=tensors", "data.batch_size=4", "model.width=4"], 1),
 }
 WARMUP = 2
 
@@ -128,15 +127,17 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="decent8-product-step-"))
     data = [f"data.path={cifar_like_tensors(tmp, 64 if smoke else 512)}"]
     trees = [("after", ROOT / "src")] + ([("before", args.before.resolve())] if args.before else [])
-    print(f"| case | chunk | tree | s / step | one model (s) | ratio | gossip path |")
-    print(f"|---|---|---|---:|---:|---:|---|")
+    print("| case | chunk | tree | s / step | one model (s) | ratio | gossip path |")
+    print("|---|---|---|---:|---:|---:|---|")
     for name in names:
         options, steps = table[name]
         options = options + (data if "data.name=tensors" in options else [])
         first = run_case(ROOT / "src", options, steps)           # the execution the current code chooses
         fixed = options + [f"sim.chunk={first['chunk']}"]
         results: dict[str, list[dict]] = {tree: [] for tree, _ in trees}
-        for _ in range(args.reps):
+        if args.before is None:                                  # nothing to interleave: that run is the row
+            results["after"].append(first)
+        for _ in range(args.reps if args.before is not None else args.reps - 1):
             for tree, src in trees:
                 results[tree].append(run_case(src, fixed, steps))
         for tree, _ in trees:
