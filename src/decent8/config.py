@@ -384,7 +384,7 @@ def check_shape(option: str, value: Any) -> None:
             for k, v in value.items():
                 check_shape(f"{option}.{k}", v)
         elif isinstance(value, list):
-            raise ConfigError(option, f"must be a name or a mapping of its options, got a list")
+            raise ConfigError(option, "must be a name or a mapping of its options, got a list")
         return
     if typing.get_origin(t) is dict:  # algorithm.params: name -> single value
         if not isinstance(value, dict):
