@@ -107,6 +107,11 @@ def restore(previous: dict[Any, Any]) -> None:
     _armed = bool(previous.get("armed", False))   # a command run inside another (regenerate) hands back
 
 
+def pending() -> int | None:
+    """The first signal recorded since :func:`clear` (None if none)."""
+    return _pending[0] if _pending else None
+
+
 def clear() -> None:
     _pending.clear()
 

@@ -62,3 +62,21 @@ def test_early_signals_give_one_line_and_130_or_143(tmp_path):
         if rc != want or len(lines) != 1 or not lines[0].startswith(f"decent8: error: {what}") or "Traceback" in err:
             bad.append((cmd, signal.Signals(signum).name, delay, rc, err[-800:]))
     assert len(out) == len(jobs) and bad == []
+
+
+@pytest.mark.parametrize("signum,code,line", [(signal.SIGINT, 130, "interrupted"),
+                                              (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_what_a_signal_cut_short_fails_with_the_signals_line(monkeypatch, capsys, signum, code, line):
+    """A signal that lands inside an import leaves the module half made; importing it again
+    raises (numpy: "cannot load module more than once per process"). The command still
+    ends with the signal's one line and status."""
+    import decent8.cli.main as cli_main
+    import decent8.signals as signals
+
+    def interrupted_import(argv=None):
+        signals._pending.append(signum)
+        raise ImportError("cannot load module more than once per process")
+
+    monkeypatch.setattr(cli_main, "_main", interrupted_import)
+    assert cli_main.main(["train"]) == code
+    assert capsys.readouterr().err.strip() == f"decent8: error: {line}"

@@ -73,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:  # landed while the command was being set up (parser, its module's imports)
         signals.disarm()            # a second signal now stops at once with its own line
         return _stopped(e)
+    except Exception:
+        signum = signals.pending()
+        if signum is None:
+            raise
+        # what a signal cut short fails after it (a module whose import it interrupted cannot be
+        # imported again: numpy's "cannot load module more than once"): the signal's line, not that
+        signals.disarm()
+        return _stopped(Terminated() if signum == signal.SIGTERM else KeyboardInterrupt())
     finally:
         signals.disarm()
         warnings.formatwarning = formatwarning
