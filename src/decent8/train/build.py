@@ -1,7 +1,9 @@
-"""Build every component of a run from its config, validating all of it first.
+"""Build every component of a run from its resolved config (:mod:`.resolve`; SPEC §8).
 
-Nothing is written anywhere until :func:`build` has returned: a bad option raises a
-one-line :class:`~decent8.errors.ConfigError` and leaves no run folder behind.
+Construction only: data, partition, topology, communicator, model, compressor,
+algorithm, optimizer and the simulated clock. Nothing is written anywhere until
+:func:`build` has returned: a bad option raises a one-line
+:class:`~decent8.errors.ConfigError` and leaves no run folder behind.
 """
 from __future__ import annotations
 
