@@ -51,3 +51,21 @@ def table3_report_spec() -> dict:
     return {"report": {"rows": {"model": "ResNet-20"}, "row_axes": ["skew"], "figure": "Figure 4",
                        "columns": {k: {"algorithm": a, "precision": p} for k, (a, p) in columns.items()}},
             "paper": [{"skew": 0.0, "DS": 90.56, "LP-DS": 90.57, "Choco": 90.96, "LP-Choco": 90.30}]}
+
+
+def run_steps(c, model, steps: int, lr: float = 0.05) -> torch.Tensor:
+    """``steps`` engine steps of the built run ``c`` with ``model`` (a strategy's copy of
+    ``c.model``), fresh algorithm and optimizer state; the final parameters ``[k, d]``."""
+    from decent8.data.dataset import take
+    engine = Engine(model, c.algorithm, c.optimizer, c.comm, c.x0)
+    spe = c.sampler.steps_per_epoch
+    for s in range(steps):
+        idx = c.sampler.epoch_indices(s // spe)[:, s % spe]
+        engine.train_step(take(c.dataset.x_train, idx), c.dataset.y_train[idx], lr)
+    return engine.z.clone()
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Relative distance ‖a − b‖ / ‖b‖."""
+    return ((a - b).norm() / b.norm()).item()
+

@@ -11,12 +11,11 @@ import torch
 
 from decent8 import node_axis
 from decent8.config import load_config
-from decent8.data.dataset import take
 from decent8.models.strategies import strategy_for
 from decent8.quant.layers import ActQuant
 from decent8.quant.quantizer import QuantSpec
 from decent8.train.build import build
-from decent8.train.engine import Engine
+from tests.helpers import rel, run_steps
 
 NODES = 8
 
@@ -28,7 +27,7 @@ def test_merged_ranges_are_the_loops_bit_for_bit(shape):
     c = 8
     xs = torch.randn(c, *shape, generator=torch.Generator().manual_seed(0)) * 3
     merged = xs.transpose(0, 1).reshape(shape[0] * c, *shape[1:])
-    loop, layers = ActQuant(QuantSpec()), ActQuant(QuantSpec())
+    layers = ActQuant(QuantSpec())
     layers.running_min = torch.zeros(c)
     layers.running_max = torch.zeros(c)
     with node_axis.merged(c):
@@ -46,22 +45,13 @@ def _run(model: str, spec: tuple[str, int], steps: int) -> torch.Tensor:
     sm = copy.copy(c.model)
     sm.init_buffers(NODES)
     sm.use(strategy_for(*spec))
-    engine = Engine(sm, c.algorithm, c.optimizer, c.comm, c.x0)
-    spe = c.sampler.steps_per_epoch
-    for s in range(steps):
-        idx = c.sampler.epoch_indices(s // spe)[:, s % spe]
-        engine.train_step(take(c.dataset.x_train, idx), c.dataset.y_train[idx], 0.05)
-    return engine.z.clone()
-
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).norm() / b.norm()).item()
+    return run_steps(c, sm, steps)
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
 def test_8bit_node_batched_one_step_is_the_loops_to_1e5(model):
     # measured layers:8 vs the loop: mlp 5.2e-10, cnn 8.1e-9 (before: 1.25e-4, 2.46e-4)
-    assert _rel(_run(model, ("layers", NODES), 1), _run(model, ("vmap", 1), 1)) <= 1e-5
+    assert rel(_run(model, ("layers", NODES), 1), _run(model, ("vmap", 1), 1)) <= 1e-5
 
 
 @pytest.mark.slow  # 2 × 40 steps of 8 nodes
@@ -71,4 +61,4 @@ def test_8bit_node_batched_20_steps_within_the_bound(model):
     # 3.9e-2): the kernels' float order (bmm against mm, grouped against per-node convolutions)
     # still flips a few rounding decisions per step (and max-pool ties on the digits' 17 pixel
     # values), and each flip grows
-    assert _rel(_run(model, ("layers", NODES), 20), _run(model, ("vmap", 1), 20)) <= (5e-2 if model == "mlp" else 1e-1)
+    assert rel(_run(model, ("layers", NODES), 20), _run(model, ("vmap", 1), 20)) <= (5e-2 if model == "mlp" else 1e-1)

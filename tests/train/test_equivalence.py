@@ -23,12 +23,11 @@ import pytest
 import torch
 
 from decent8.config import load_config
-from decent8.data.dataset import take
 from decent8.models.node_batched import unsupported
 from decent8.models.strategies import Strategy, strategy_for
 from decent8.task import CrossEntropy
 from decent8.train.build import build
-from decent8.train.engine import Engine
+from tests.helpers import rel, run_steps
 
 NODES = 4
 STEPS = 20
@@ -87,16 +86,9 @@ def _run(overrides: list[str], strategy: Strategy, steps: int = STEPS, stream_se
     if compiled:
         model.compile()
     model.use(strategy)
-    engine = Engine(model, c.algorithm, c.optimizer, c.comm, c.x0)  # fresh algorithm and optimizer state
-    spe = c.sampler.steps_per_epoch
-    for s in range(steps):
-        idx = c.sampler.epoch_indices(s // spe)[:, s % spe]
-        engine.train_step(take(c.dataset.x_train, idx), c.dataset.y_train[idx], 0.05)
-    return engine.z.clone()
+    return run_steps(c, model, steps)   # fresh algorithm and optimizer state
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).norm() / b.norm()).item()
 
 
 def _strategies(overrides: list[str], jitter: bool = False) -> list[Strategy]:
@@ -116,15 +108,15 @@ def test_fp32_every_strategy_equals_the_loop(model, algorithm):
     ref = _run(ov, strategy_for("vmap", 1), jitter=True)
     if algorithm == "dpsgd":
         for strategy in _strategies(ov, jitter=True):
-            assert _rel(_run(ov, strategy, jitter=True), ref) <= 1e-5, strategy.spec
+            assert rel(_run(ov, strategy, jitter=True), ref) <= 1e-5, strategy.spec
         return
     # top-k picks entries by magnitude: where two are within float rounding of each other the
     # paths' summation orders can pick differently, and one flipped pick moves the parameters
     # by ~1e-4 (mlp, node-batched, step 20 — measured 1.7e-4). Until then they agree to rounding.
     ref_early = _run(ov, strategy_for("vmap", 1), steps=TOPK_EXACT_STEPS, jitter=True)
     for strategy in _strategies(ov, jitter=True):
-        assert _rel(_run(ov, strategy, steps=TOPK_EXACT_STEPS, jitter=True), ref_early) <= 1e-5, strategy.spec
-        assert _rel(_run(ov, strategy, jitter=True), ref) <= TOPK_BOUND_20_STEPS, strategy.spec
+        assert rel(_run(ov, strategy, steps=TOPK_EXACT_STEPS, jitter=True), ref_early) <= 1e-5, strategy.spec
+        assert rel(_run(ov, strategy, jitter=True), ref) <= TOPK_BOUND_20_STEPS, strategy.spec
 
 
 @pytest.mark.parametrize("model", list(MODELS))
@@ -132,10 +124,10 @@ def test_int8_every_strategy_draws_the_loops_numbers(model):
     ov = MODELS[model] + ["precision=int8"] + ALGORITHMS["choco_topk"]
     ref1, ref = _run(ov, strategy_for("vmap", 1), steps=1), _run(ov, strategy_for("vmap", 1))
     # other draws (another stream seed, the same initial model) land far away: the bound means something
-    assert _rel(_run(ov, strategy_for("vmap", 1), steps=1, stream_seed=123), ref1) > 1e-4
+    assert rel(_run(ov, strategy_for("vmap", 1), steps=1, stream_seed=123), ref1) > 1e-4
     for strategy in _strategies(ov):
-        assert _rel(_run(ov, strategy, steps=1), ref1) <= 1e-5, strategy.spec
-    assert _rel(_run(ov, strategy_for("vmap", NODES)), ref) <= INT8_BOUND_20_STEPS
+        assert rel(_run(ov, strategy, steps=1), ref1) <= 1e-5, strategy.spec
+    assert rel(_run(ov, strategy_for("vmap", NODES)), ref) <= INT8_BOUND_20_STEPS
 
 
 def _write_text_data(path) -> None:
@@ -162,7 +154,7 @@ def test_huggingface_bert_dropout_draws_from_the_node_streams(tmp_path, precisio
     torch.manual_seed(2)  # the global generator does not matter ...
     assert torch.equal(_run(ov, strategy_for("vmap", 1), steps=4), ref)
     # ... the streams do
-    assert _rel(_run(ov, strategy_for("vmap", 1), steps=4, stream_seed=5), ref) > 1e-4
+    assert rel(_run(ov, strategy_for("vmap", 1), steps=4, stream_seed=5), ref) > 1e-4
 
 
 class ZeroLoss(CrossEntropy):
@@ -218,7 +210,7 @@ def test_distributed_ranks_draw_the_simulators_numbers_at_8_bits_with_dropout(tm
     sim = torch.load(tmp_path / "sim" / "checkpoint.pt", map_location="cpu", weights_only=False)["engine"]["z"]
     for r in range(2):
         z = torch.load(tmp_path / "dist" / f"checkpoint-rank{r}.pt", map_location="cpu", weights_only=False)["engine"]["z"]
-        assert _rel(z[0], sim[r]) <= 1e-5
+        assert rel(z[0], sim[r]) <= 1e-5
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
@@ -229,15 +221,15 @@ def test_a_user_defined_loss_gives_every_strategy_the_loops_numbers(precision):
     user = ["loss=tests.equivalence_models:smoothed_cross_entropy"]
     ov = MODELS["plain_dropout"] + [f"precision={precision}"] + ALGORITHMS["dpsgd"]
     ref1 = _run(ov + user, strategy_for("vmap", 1), steps=1, jitter=True)
-    assert _rel(_run(ov, strategy_for("vmap", 1), steps=1, jitter=True), ref1) > 1e-4   # the user's loss is used
+    assert rel(_run(ov, strategy_for("vmap", 1), steps=1, jitter=True), ref1) > 1e-4   # the user's loss is used
     strategies = _strategies(ov + user, jitter=True)
     assert any(s.spec.startswith("layers") for s in strategies)
     for strategy in strategies:
-        assert _rel(_run(ov + user, strategy, steps=1, jitter=True), ref1) <= 1e-5, strategy.spec
+        assert rel(_run(ov + user, strategy, steps=1, jitter=True), ref1) <= 1e-5, strategy.spec
     if precision == "fp32":
         ref = _run(ov + user, strategy_for("vmap", 1), jitter=True)
         for strategy in strategies:
-            assert _rel(_run(ov + user, strategy, jitter=True), ref) <= 1e-5, strategy.spec
+            assert rel(_run(ov + user, strategy, jitter=True), ref) <= 1e-5, strategy.spec
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
@@ -248,6 +240,6 @@ def test_built_in_label_smoothing_is_the_users_smoothed_loss_in_every_strategy(p
     ref = _run(ov + ["loss=tests.equivalence_models:smoothed_cross_entropy"], strategy_for("vmap", 1), steps=1,
                jitter=True)
     built_in = ov + ["label_smoothing=0.2"]
-    assert _rel(_run(ov, strategy_for("vmap", 1), steps=1, jitter=True), ref) > 1e-4   # smoothing changes the step
+    assert rel(_run(ov, strategy_for("vmap", 1), steps=1, jitter=True), ref) > 1e-4   # smoothing changes the step
     for strategy in [strategy_for("vmap", 1), *_strategies(built_in, jitter=True)]:
-        assert _rel(_run(built_in, strategy, steps=1, jitter=True), ref) <= 1e-5, strategy.spec
+        assert rel(_run(built_in, strategy, steps=1, jitter=True), ref) <= 1e-5, strategy.spec
