@@ -142,7 +142,8 @@ CODE_GROUPS = ("algorithm", "compression", "topology")
 def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data: DataLike | None = None, *,
           loss: str | Callable | Task | None = None, parts: Sequence[Sequence[int]] | None = None,
           config: str | None = None, resume: str | Path | None = None, quiet: bool = True,
-          trust_config: bool = False, **options: Any) -> TrainResult:
+          trust_config: bool = False, metrics: "str | Callable | Sequence[Callable] | None" = None,
+          **options: Any) -> TrainResult:
     """Train ``model`` on ``data`` over ``nodes`` decentralized nodes; returns ``(summary, run_folder)``
     (a :class:`TrainResult`, which also holds the trained parameters).
 
@@ -156,6 +157,9 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
     a callable ``loss(outputs, targets) -> scalar``, or a :class:`~decent8.task.Task`; the option
     ``task`` (``auto``, ``classification``, ``regression``) says whether a callable's runs
     report accuracy (auto: integer labels and ``[N, C]`` outputs do; :mod:`decent8.task`).
+    ``metrics``: the user's own test metrics, ``fn(outputs, targets) -> float | dict``
+    (a callable, ``"pkg.module:fn"`` or a list of callables; :mod:`decent8.train.user_metrics`),
+    reported as ``mean_node_<name>`` and ``averaged_model_<name>`` beside the built-in ones.
     ``parts``: one list of training-row indices per node (default: the config's
     partition). ``config``: a YAML file; ``options``: config options (see module doc).
     ``resume``: a run folder to continue; code its config names by import path runs only
@@ -183,6 +187,8 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
             opts["model.name" if is_import_path(model) or "." not in model else "model"] = model
         if isinstance(loss, str):
             opts["loss"] = loss
+        if isinstance(metrics, str):
+            opts["metrics"] = metrics
         if data is not None and "data" not in options and "data.name" not in options and "data__name" not in options:
             opts["data.name"] = "user"
         if loss is not None and not isinstance(loss, str):   # the config records the callable's name
@@ -196,6 +202,8 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
         given["dataset"] = make_dataset(data, cfg.data.test_fraction, cfg.seed)
     if loss is not None and not isinstance(loss, str):
         given["loss"] = loss
+    if metrics is not None and not isinstance(metrics, str):
+        given["metrics"] = metrics
     if parts is not None:
         given["parts"] = parts
     if model is not None and not isinstance(model, str):

@@ -243,6 +243,7 @@ class TrainConfig(Options):
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     quant: QuantConfig = field(default_factory=QuantConfig)
+    metrics: Optional[str] = None   # pkg.module:fn — the user's own test metric(s), fn(outputs, targets) -> float | dict (train/user_metrics.py)
     topology: TopologyConfig = field(default_factory=TopologyConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)

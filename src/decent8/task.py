@@ -81,6 +81,18 @@ class Task:
             losses = torch.stack([self.loss(o, targets) for o in outputs])
         return losses.reshape(-1) * n, (self.correct(outputs, targets) if self.classification else None)
 
+    def error_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Regression errors of ``outputs[m, N, ...]`` against ``targets[N, ...]`` on one batch:
+        ``(Σ(ŷ − y)², Σ|ŷ − y|)`` per model, each ``[m]`` (float64, over every output element);
+        None when one model's outputs do not hold one value per target element."""
+        m = outputs.shape[0]
+        out = outputs.detach().reshape(m, -1).double()
+        y = targets.detach().reshape(1, -1).double()
+        if out.shape[1] != y.shape[1]:
+            return None
+        err = out - y
+        return (err * err).sum(1), err.abs().sum(1)
+
 
 class CrossEntropy(Task):
     """Softmax cross-entropy; with ``label_smoothing`` ε the training loss is taken against

@@ -72,6 +72,11 @@ _LOSS_ROWS = (
     ("averaged-model test loss", ("averaged_model_loss",), lambda v: f"{v:.4g}"),
     ("final train loss", ("final_train_loss",), lambda v: f"{v:.4g}"),
 )
+#: a regression run's error metrics: the mean over the node models / the averaged model
+_REGRESSION_ROWS = tuple(
+    (f"test {label} (node mean / averaged)", (f"mean_node_{key}", f"averaged_model_{key}"),
+     lambda a, b: f"{a:.4g} / {b:.4g}")
+    for label, key in (("RMSE", "rmse"), ("MAE", "mae"), ("R²", "r2")))
 _COMMON_ROWS = (
     ("consensus distance", ("consensus_distance",), lambda v: f"{v:.3e}"),
     ("bytes sent per node", ("bytes_sent_per_node",), lambda v: f"{human_bytes(v)} ({v:.0f} B)"),
@@ -81,11 +86,21 @@ _COMMON_ROWS = (
 )
 
 
+def _user_rows(summary: dict[str, Any]) -> list[tuple[str, tuple[str, ...], Any]]:
+    """The user's metrics (``metrics=``, train/user_metrics.py): node mean / averaged model."""
+    from ..train.user_metrics import user_keys
+    names = [k[len("averaged_model_"):] for k in user_keys(summary) if k.startswith("averaged_model_")]
+    return [(f"{name} (node mean / averaged)", (f"mean_node_{name}", f"averaged_model_{name}"),
+             lambda a, b: f"{a:.4g} / {b:.4g}") for name in names]
+
+
 def summary_table(summary: dict[str, Any]) -> str:
     """The end-of-run table: accuracies for a classifier, test losses for a regression run
     (no accuracy in its summary); a missing metric shows as n/a, never an error."""
     quality = _ACCURACY_ROWS if _value(summary, "mean_node_accuracy") is not None else _LOSS_ROWS
-    rows = [_row(summary, *spec) for spec in (*quality, *_COMMON_ROWS)]
+    if _value(summary, "mean_node_rmse") is not None:
+        quality = (*quality, *_REGRESSION_ROWS)
+    rows = [_row(summary, *spec) for spec in (*quality, *_user_rows(summary), *_COMMON_ROWS)]
     return format_table(("metric", "value"), rows)
 
 

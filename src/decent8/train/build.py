@@ -32,6 +32,7 @@ from ..models import MODELS, StackedModel, init_parameters, make_model
 from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
 from ..task import CrossEntropy, make_task
+from .user_metrics import load_metrics
 from .norm_stats import warn_if_skewed
 from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
@@ -186,15 +187,15 @@ def checked_user_compressor(compressor: Compressor, name: str, x0: torch.Tensor)
 
 def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.nn.Module | None" = None,
           dataset: ArrayDataset | None = None, loss=None, parts: list[np.ndarray] | None = None,
-          defaults: dict | None = None) -> Components:
+          defaults: dict | None = None, metrics=None) -> Components:
     """Construct the run from a resolved config (:func:`~.resolve.resolve`); a config not yet
     resolved is resolved first, the one path every caller takes. ``comm`` defaults to the
     simulator (or the backend the config names); ``cfg`` is not changed: the components
     hold the frozen resolved config (``Components.cfg``: what config.yaml records).
 
     The Python API (:mod:`decent8.api`) may hand over the model (an initialised
-    ``nn.Module``), the data set, the loss and the per-node index lists instead of
-    their config options. ``defaults``: the options the resolution filled (summary.json),
+    ``nn.Module``), the data set, the loss, the metrics (callables) and the per-node index
+    lists instead of their config options. ``defaults``: the options the resolution filled (summary.json),
     when ``cfg`` was resolved by the caller."""
     check_scalars(cfg)
     qspec = quant_spec(cfg)
@@ -256,6 +257,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         raise ConfigError("label_smoothing", f"applies to loss=cross_entropy only, not {task.name}; "
                                              "use label_smoothing=0")
     parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
+    task.user_metrics = load_metrics(cfg.metrics if metrics is None else metrics)  # train/user_metrics.py
     parse_compile(cfg.sim.compile)
     if module is None:
         model_name = cfg.model.name   # resolved: the default cnn on token ids is the text classifier

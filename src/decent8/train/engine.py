@@ -13,11 +13,32 @@ The same engine runs in the simulator (k = n) and on a distributed rank (k = 1).
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..algorithms.base import Algorithm
 from ..comm.base import Communicator
 from ..models.stacked import StackedModel, take
+from .user_metrics import metric_values, summarise
+
+
+def regression_metrics(sse: torch.Tensor, sae: torch.Tensor, avg_sse: float, avg_sae: float,
+                       y_test: torch.Tensor) -> dict[str, float]:
+    """RMSE, MAE and R² of the evaluated nodes (their mean) and of the averaged model, from
+    each model's Σ(ŷ − y)² and Σ|ŷ − y| over the M = N·m test target elements:
+    RMSE = √(SSE/M), MAE = SAE/M, R² = 1 − SSE/SST with SST = Σ(y − ȳ)², ȳ each output's
+    test mean (pooled over outputs; for one output, the usual coefficient of determination)."""
+    y = y_test.detach().reshape(y_test.shape[0], -1).double().cpu()
+    count = y.numel()
+    sst = ((y - y.mean(0, keepdim=True)) ** 2).sum().item()
+    node_r2 = 1.0 - sse / sst if sst > 0 else torch.full_like(sse, float("nan"))
+    return {
+        "mean_node_rmse": (sse / count).sqrt().mean().item(), "averaged_model_rmse": math.sqrt(avg_sse / count),
+        "mean_node_mae": (sae / count).mean().item(), "averaged_model_mae": avg_sae / count,
+        "mean_node_r2": node_r2.mean().item(), "averaged_model_r2": 1.0 - avg_sse / sst if sst > 0 else float("nan"),
+        "min_node_r2": node_r2.min().item(),
+    }
 
 
 class Engine:
@@ -105,6 +126,11 @@ class Engine:
             bs = None if b_nodes is None else (b_nodes if len(rows) == k else b_nodes[p]).contiguous()
             loss_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
             correct_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
+        # regression: Σ(ŷ−y)², Σ|ŷ−y| per node (RMSE, MAE, R²); a user's metrics: each model's test outputs
+        node_sse = torch.full((k,), nan, device=x.device, dtype=torch.float64)
+        node_sae = torch.full((k,), nan, device=x.device, dtype=torch.float64)
+        user = list(getattr(task, "user_metrics", None) or [])
+        node_user: list[dict[str, float]] = [{} for _ in range(k)]
             right_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
             total_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
             for i in range(0, n_test, batch_size):
@@ -114,27 +140,47 @@ class Engine:
                 loss_c += loss
                 if correct is not None:
                     correct_c += correct
+            errors_c: list = []
+            outputs_c: list[torch.Tensor] = []
                 if personal:
                     w = class_weights[p][:, yb.reshape(-1).long()]          # [c, N]
                     right_c += (w * task.correct_mask(logits, yb)).sum(1)
                     total_c += w.sum(1)
             node_loss[p] = loss_c
+                if not task.classification:
+                    errors_c.append(task.error_sums(logits, yb))
+                if user:
+                    outputs_c.append(logits.detach().double().cpu())
             node_correct[p] = correct_c
             pers_right[p] = right_c
             pers_total[p] = total_c
         for i in range(0, n_test, batch_size):
             xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
-            loss, avg_c = task.eval_sums(self.model.logits(x_bar.unsqueeze(0), xb, buffers=b_bar), yb)
+            logits = self.model.logits(x_bar.unsqueeze(0), xb, buffers=b_bar)
+            loss, avg_c = task.eval_sums(logits, yb)
             avg_loss += loss[0]
             if avg_c is not None:
+            if errors_c and all(e is not None for e in errors_c):
+                node_sse[p] = sum(e[0] for e in errors_c)
+                node_sae[p] = sum(e[1] for e in errors_c)
+            if user:
+                outs = torch.cat(outputs_c, 1)
+                for j, r in enumerate(rows):
+                    node_user[r] = metric_values(user, outs[j], y_test.cpu())
                 avg_correct += avg_c[0]
         all_loss = self.comm.gather_nodes(node_loss / n_test).double().cpu()
+        avg_errors: list = []
+        avg_outputs: list[torch.Tensor] = []
         # which nodes were tested, from the selection (a diverged node's loss is NaN too)
         chosen = torch.zeros(k, device=x.device, dtype=torch.float64)
         chosen[sel] = 1.0
         tested = self.comm.gather_nodes(chosen).cpu() > 0.5
         dist = self.comm.gather_nodes(((x - x_bar) ** 2).sum(1)).double().cpu()
         out: dict[str, object] = {
+            if not task.classification:
+                avg_errors.append(task.error_sums(logits, yb))
+            if user:
+                avg_outputs.append(logits.detach().double().cpu())
             "mean_node_loss": all_loss[tested].mean().item(),
             "averaged_model_loss": avg_loss.item() / n_test,
             "consensus_distance": dist.mean().item(),
@@ -149,6 +195,18 @@ class Engine:
                 "min_node_accuracy": all_acc.min().item(),
                 "max_node_accuracy": all_acc.max().item(),
                 "node_accuracies": [round(a, 6) for a in all_acc.tolist()],
+        if not task.classification and avg_errors and all(e is not None for e in avg_errors):
+            sse = self.comm.gather_nodes(node_sse).double().cpu()[tested]
+            sae = self.comm.gather_nodes(node_sae).double().cpu()[tested]
+            out.update(regression_metrics(sse, sae, sum(e[0][0] for e in avg_errors).item(),
+                                          sum(e[1][0] for e in avg_errors).item(), y_test))
+        if user:
+            avg_user = metric_values(user, torch.cat(avg_outputs, 1)[0], y_test.cpu())
+            names = list(avg_user)
+            local = torch.tensor([[d.get(nm, nan) for nm in names] for d in node_user], dtype=torch.float64,
+                                 device=x.device).reshape(k, len(names))
+            every = self.comm.gather_nodes(local).double().cpu()[tested]
+            out.update(summarise([dict(zip(names, row)) for row in every.tolist()], avg_user))
                 "averaged_model_accuracy": avg_correct.item() / n_test,
                 "p10_node_accuracy": torch.quantile(all_acc, 0.1).item(),
             })

@@ -38,6 +38,7 @@ from ..data.augment import make_batch_transform
 from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
 from .tracking import Trackers
+from .user_metrics import quality_metrics
 from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creatable
 from ..models.execution import (ExecutionChoice, choose_chunk, parse_compile, parse_execution, probe,
                                resolve_compile)
@@ -580,6 +581,7 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
         "final_train_loss": final["train_loss"],
         "message_bytes": c.algorithm.message_bytes(c.compressor),
         "steps": engine.step_count,
+        **quality_metrics(final),  # regression: RMSE, MAE, R²; the user's metrics (train/user_metrics.py)
         "steps_per_epoch": c.sampler.steps_per_epoch,
         "epochs": cfg.epochs,
         "consensus_rounds": cfg.algorithm.consensus_rounds,
