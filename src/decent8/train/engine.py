@@ -119,6 +119,11 @@ class Engine:
         pers_right = torch.full((k,), nan, device=x.device, dtype=torch.float64)
         pers_total = torch.ones(k, device=x.device, dtype=torch.float64)
         step = max(1, int(node_chunk))
+        # regression: Σ(ŷ−y)², Σ|ŷ−y| per node (RMSE, MAE, R²); a user's metrics: each model's test outputs
+        node_sse = torch.full((k,), nan, device=x.device, dtype=torch.float64)
+        node_sae = torch.full((k,), nan, device=x.device, dtype=torch.float64)
+        user = list(getattr(task, "user_metrics", None) or [])
+        node_user: list[dict[str, float]] = [{} for _ in range(k)]
         for c0 in range(0, len(sel), step):
             rows = sel[c0:c0 + step]
             p = torch.tensor(rows, device=x.device)
@@ -126,40 +131,27 @@ class Engine:
             bs = None if b_nodes is None else (b_nodes if len(rows) == k else b_nodes[p]).contiguous()
             loss_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
             correct_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
-        # regression: Σ(ŷ−y)², Σ|ŷ−y| per node (RMSE, MAE, R²); a user's metrics: each model's test outputs
-        node_sse = torch.full((k,), nan, device=x.device, dtype=torch.float64)
-        node_sae = torch.full((k,), nan, device=x.device, dtype=torch.float64)
-        user = list(getattr(task, "user_metrics", None) or [])
-        node_user: list[dict[str, float]] = [{} for _ in range(k)]
             right_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
             total_c = torch.zeros(len(rows), device=x.device, dtype=torch.float64)
+            errors_c: list = []
+            outputs_c: list[torch.Tensor] = []
             for i in range(0, n_test, batch_size):
                 xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
                 logits = self.model.logits(xs, xb, buffers=bs)
                 loss, correct = task.eval_sums(logits, yb)
                 loss_c += loss
+                if not task.classification:
+                    errors_c.append(task.error_sums(logits, yb))
+                if user:
+                    outputs_c.append(logits.detach().double().cpu())
                 if correct is not None:
                     correct_c += correct
-            errors_c: list = []
-            outputs_c: list[torch.Tensor] = []
                 if personal:
                     w = class_weights[p][:, yb.reshape(-1).long()]          # [c, N]
                     right_c += (w * task.correct_mask(logits, yb)).sum(1)
                     total_c += w.sum(1)
             node_loss[p] = loss_c
-                if not task.classification:
-                    errors_c.append(task.error_sums(logits, yb))
-                if user:
-                    outputs_c.append(logits.detach().double().cpu())
             node_correct[p] = correct_c
-            pers_right[p] = right_c
-            pers_total[p] = total_c
-        for i in range(0, n_test, batch_size):
-            xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
-            logits = self.model.logits(x_bar.unsqueeze(0), xb, buffers=b_bar)
-            loss, avg_c = task.eval_sums(logits, yb)
-            avg_loss += loss[0]
-            if avg_c is not None:
             if errors_c and all(e is not None for e in errors_c):
                 node_sse[p] = sum(e[0] for e in errors_c)
                 node_sae[p] = sum(e[1] for e in errors_c)
@@ -167,20 +159,28 @@ class Engine:
                 outs = torch.cat(outputs_c, 1)
                 for j, r in enumerate(rows):
                     node_user[r] = metric_values(user, outs[j], y_test.cpu())
-                avg_correct += avg_c[0]
-        all_loss = self.comm.gather_nodes(node_loss / n_test).double().cpu()
+            pers_right[p] = right_c
+            pers_total[p] = total_c
         avg_errors: list = []
         avg_outputs: list[torch.Tensor] = []
+        for i in range(0, n_test, batch_size):
+            xb, yb = take(x_test, slice(i, i + batch_size)), y_test[i : i + batch_size]
+            logits = self.model.logits(x_bar.unsqueeze(0), xb, buffers=b_bar)
+            loss, avg_c = task.eval_sums(logits, yb)
+            avg_loss += loss[0]
+            if avg_c is not None:
+                avg_correct += avg_c[0]
+            if not task.classification:
+                avg_errors.append(task.error_sums(logits, yb))
+            if user:
+                avg_outputs.append(logits.detach().double().cpu())
+        all_loss = self.comm.gather_nodes(node_loss / n_test).double().cpu()
         # which nodes were tested, from the selection (a diverged node's loss is NaN too)
         chosen = torch.zeros(k, device=x.device, dtype=torch.float64)
         chosen[sel] = 1.0
         tested = self.comm.gather_nodes(chosen).cpu() > 0.5
         dist = self.comm.gather_nodes(((x - x_bar) ** 2).sum(1)).double().cpu()
         out: dict[str, object] = {
-            if not task.classification:
-                avg_errors.append(task.error_sums(logits, yb))
-            if user:
-                avg_outputs.append(logits.detach().double().cpu())
             "mean_node_loss": all_loss[tested].mean().item(),
             "averaged_model_loss": avg_loss.item() / n_test,
             "consensus_distance": dist.mean().item(),
@@ -188,13 +188,6 @@ class Engine:
         }
         if not bool(tested.all()):
             out["evaluated_node_ids"] = torch.nonzero(tested).reshape(-1).tolist()
-        if task.classification:
-            all_acc = self.comm.gather_nodes(node_correct / n_test).double().cpu()[tested]
-            out.update({
-                "mean_node_accuracy": all_acc.mean().item(),
-                "min_node_accuracy": all_acc.min().item(),
-                "max_node_accuracy": all_acc.max().item(),
-                "node_accuracies": [round(a, 6) for a in all_acc.tolist()],
         if not task.classification and avg_errors and all(e is not None for e in avg_errors):
             sse = self.comm.gather_nodes(node_sse).double().cpu()[tested]
             sae = self.comm.gather_nodes(node_sae).double().cpu()[tested]
@@ -207,6 +200,13 @@ class Engine:
                                  device=x.device).reshape(k, len(names))
             every = self.comm.gather_nodes(local).double().cpu()[tested]
             out.update(summarise([dict(zip(names, row)) for row in every.tolist()], avg_user))
+        if task.classification:
+            all_acc = self.comm.gather_nodes(node_correct / n_test).double().cpu()[tested]
+            out.update({
+                "mean_node_accuracy": all_acc.mean().item(),
+                "min_node_accuracy": all_acc.min().item(),
+                "max_node_accuracy": all_acc.max().item(),
+                "node_accuracies": [round(a, 6) for a in all_acc.tolist()],
                 "averaged_model_accuracy": avg_correct.item() / n_test,
                 "p10_node_accuracy": torch.quantile(all_acc, 0.1).item(),
             })
