@@ -256,8 +256,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     if cfg.label_smoothing and not isinstance(task, CrossEntropy):   # a loss given to the API as a callable
         raise ConfigError("label_smoothing", f"applies to loss=cross_entropy only, not {task.name}; "
                                              "use label_smoothing=0")
-    parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     task.user_metrics = load_metrics(cfg.metrics if metrics is None else metrics)  # train/user_metrics.py
+    parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     parse_compile(cfg.sim.compile)
     if module is None:
         model_name = cfg.model.name   # resolved: the default cnn on token ids is the text classifier

@@ -579,9 +579,9 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
         "mean_node_loss": final["mean_node_loss"],
         "averaged_model_loss": final["averaged_model_loss"],
         "final_train_loss": final["train_loss"],
+        **quality_metrics(final),  # regression: RMSE, MAE, R²; the user's metrics (train/user_metrics.py)
         "message_bytes": c.algorithm.message_bytes(c.compressor),
         "steps": engine.step_count,
-        **quality_metrics(final),  # regression: RMSE, MAE, R²; the user's metrics (train/user_metrics.py)
         "steps_per_epoch": c.sampler.steps_per_epoch,
         "epochs": cfg.epochs,
         "consensus_rounds": cfg.algorithm.consensus_rounds,
