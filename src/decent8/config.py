@@ -115,6 +115,7 @@ class AlgorithmConfig(Options):
     gamma: Optional[float] = None   # consensus step size; null = auto (see train.build.default_gamma)
     push_sum: str = "auto"          # auto | true | false
     consensus_rounds: int = 51      # gossip-only rounds after training (the paper's code: 51)
+    consensus: str = "compressed"   # compressed (the algorithm's own round, the paper's code) | exact (x ← W x, fp32)
     mu: Optional[float] = None      # gut, qg_gutm: tracking scale μ in [0, 1] (null: the algorithm's default)
     params: dict[str, Any] = field(default_factory=dict)  # a user algorithm's own options (its `params`; docs/extending.md)
 

@@ -245,6 +245,12 @@ class Algorithm(ABC):
     def consensus_step(self, z: torch.Tensor, step: int) -> None:
         """A communication-only round (no gradient) as run at the end of training."""
 
+    def exact_consensus_step(self, z: torch.Tensor, step: int) -> None:
+        """A final round with ``algorithm.consensus=exact``: uncompressed averaging with the
+        run's W. Here: :meth:`consensus_step`, for algorithms whose rounds already are
+        (ring all-reduce: nothing to do; AD-PSGD: exact pairwise averages)."""
+        self.consensus_step(z, step)
+
     @abstractmethod
     def message_bytes(self, compressor: Compressor) -> float:
         """Bytes each node sends in one training step (``compressor``: the run's)."""
@@ -352,6 +358,19 @@ class GossipAlgorithm(Algorithm):
         """A gossip-only round (no gradient, no :meth:`local_direction`) at the end of
         training: :meth:`step` unless the algorithm says otherwise."""
         self.step(z, step)
+
+    def exact_consensus_step(self, z: torch.Tensor, step: int) -> None:
+        """A final round of exact averaging with the same W (``algorithm.consensus=exact``):
+        x_i ← Σ_j W_ij x_j, the dense fp32 models on the wire (γ = 1, nothing compressed,
+        the algorithm's state untouched). Under push-sum the numerators and weights mix
+        alike, z_i ← Σ_j W_ij z_j, ω_i ← Σ_j W_ij ω_j, and the model is z / ω. On a
+        connected graph with doubly stochastic W, ‖x − x̄‖ shrinks at least by |λ₂(W)|
+        per round; column-stochastic W preserves Σ_i z_i (SPEC §3, consensus-only rounds)."""
+        from ..compression.identity import IdentityCompressor
+        dense = IdentityCompressor(self.compressor.layout)
+        z.copy_(self.comm.exchange(dense.encode(z), dense, step))
+        if self.omega is not None:
+            self.omega.copy_(self.comm.mix_scalars(self.omega, step))
 
     def step(self, z: torch.Tensor, step: int) -> None:
         """Gossip update in place: ``z`` holds x½ on entry and x_{t+1} on exit."""

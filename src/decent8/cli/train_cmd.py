@@ -94,6 +94,25 @@ def _user_rows(summary: dict[str, Any]) -> list[tuple[str, tuple[str, ...], Any]
              lambda a, b: f"{a:.4g} / {b:.4g}") for name in names]
 
 
+def rounds_line(summary: dict[str, Any]) -> str | None:
+    """The final consensus rounds: how many, which kind (``algorithm.consensus``), and the mean
+    node / averaged-model accuracy (test loss without accuracy) before → after them; None
+    for a run without final rounds."""
+    rounds = _value(summary, "consensus_rounds")
+    if not rounds:
+        return None
+    before = summary.get("before_consensus_rounds")
+    before = before if isinstance(before, dict) else {}
+    acc = _value(summary, "mean_node_accuracy") is not None
+    keys = (("mean node", "mean_node_accuracy"), ("averaged", "averaged_model_accuracy")) if acc else \
+        (("mean node loss", "mean_node_loss"), ("averaged loss", "averaged_model_loss"))
+    fmt = (lambda v: f"{100 * v:.2f}") if acc else (lambda v: f"{v:.4g}")
+    parts = [f"{label} {fmt(_value(before, k))} → {fmt(_value(summary, k))}{' %' if acc else ''}"
+             for label, k in keys if _value(before, k) is not None and _value(summary, k) is not None]
+    head = f"{int(rounds)} {summary.get('consensus') or 'compressed'}"
+    return head + (f": {', '.join(parts)}" if parts else "")
+
+
 def summary_table(summary: dict[str, Any]) -> str:
     """The end-of-run table: accuracies for a classifier, test losses for a regression run
     (no accuracy in its summary); a missing metric shows as n/a, never an error."""
@@ -101,6 +120,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     if _value(summary, "mean_node_rmse") is not None:
         quality = (*quality, *_REGRESSION_ROWS)
     rows = [_row(summary, *spec) for spec in (*quality, *_user_rows(summary), *_COMMON_ROWS)]
+    line = rounds_line(summary)
+    if line is not None:
+        rows.insert(len(quality), ("final consensus rounds", line))
     return format_table(("metric", "value"), rows)
 
 

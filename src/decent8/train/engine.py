@@ -53,6 +53,8 @@ class Engine:
         self.step_count = 0
         #: model.norm_stats: which running statistics node models use (train/norm_stats.py)
         self.norm_stats = "local"
+        #: algorithm.consensus: what a final round is (compressed: the algorithm's; exact: x ← W x)
+        self.consensus = "compressed"
 
     def params(self) -> torch.Tensor:
         """Each local node's model ``[k, d]`` (de-biased under push-sum)."""
@@ -74,8 +76,13 @@ class Engine:
         return loss
 
     def consensus_round(self) -> None:
-        """A gossip-only round (no gradient), as run at the end of training."""
-        self.algorithm.consensus_step(self.z, self.step_count)
+        """A gossip-only round (no gradient), as run at the end of training: the algorithm's
+        own round (``algorithm.consensus=compressed``) or exact averaging with the same W,
+        x_i ← Σ_j W_ij x_j (``exact``; :meth:`~decent8.algorithms.base.Algorithm.exact_consensus_step`)."""
+        if self.consensus == "exact":
+            self.algorithm.exact_consensus_step(self.z, self.step_count)
+        else:
+            self.algorithm.consensus_step(self.z, self.step_count)
         self._mix_buffers()
         self.step_count += 1
 

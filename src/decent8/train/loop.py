@@ -380,6 +380,7 @@ class Session:
         self.c, self.cfg, self.comm, self.run, self.augment = c, cfg, comm, run, augment
         self.engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
         self.engine.norm_stats = cfg.model.norm_stats  # running statistics of node models (norm_stats.py)
+        self.engine.consensus = cfg.algorithm.consensus  # the final rounds: compressed or exact (engine.py)
         self.timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
         self.start_epoch, self.wall_before, self.rows = 0, 0.0, []
         state = load_resume_checkpoint(run, comm) if resumed else None
@@ -568,7 +569,8 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
         "max_node_accuracy": final.get("max_node_accuracy"),
         "node_accuracies": final.get("node_accuracies"),
         "before_consensus_rounds": {k: before.get(k) for k in ("mean_node_accuracy", "averaged_model_accuracy",
-                                                                "mean_node_loss", "averaged_model_loss")},
+                                                                "mean_node_loss", "averaged_model_loss",
+                                                                "consensus_distance")},
         # worst-node views (issue 33): the 10th percentile of the nodes' accuracies, and each node's
         # accuracy on the test set reweighted to its own training label distribution (train/personal.py)
         "p10_node_accuracy": final.get("p10_node_accuracy"),
@@ -585,6 +587,7 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
         "steps_per_epoch": c.sampler.steps_per_epoch,
         "epochs": cfg.epochs,
         "consensus_rounds": cfg.algorithm.consensus_rounds,
+        "consensus": cfg.algorithm.consensus,  # the final rounds' kind: compressed | exact
         "nodes": cfg.nodes,
         "skew": cfg.skew if cfg.partition.name == "skew" else None,  # the degree of skew of partition=skew
         "partition": partition_label(cfg),

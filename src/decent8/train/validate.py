@@ -24,6 +24,8 @@ MAX_TIMEOUT_S = 7 * 86400.0
 MIN_DECAY_EVERY = 1e-3
 #: model.norm_stats (train/norm_stats.py) and task (task.py)
 NORM_STATS = ("local", "gossip", "average")
+#: algorithm.consensus: the final rounds' kind (train/engine.py Engine.consensus_round)
+CONSENSUS = ("compressed", "exact")
 
 
 def check_norm_stats(value: object) -> str:
@@ -92,6 +94,8 @@ def check_plain(cfg: TrainConfig) -> None:
     if cfg.backend not in BACKENDS:
         raise choice_error("backend", cfg.backend, BACKENDS)
     _number("algorithm.consensus_rounds", cfg.algorithm.consensus_rounds, lo=0, hi=MAX_EPOCHS, integer=True)
+    if cfg.algorithm.consensus not in CONSENSUS:
+        raise choice_error("algorithm.consensus", cfg.algorithm.consensus, CONSENSUS)
     if cfg.algorithm.gamma is not None:
         _number("algorithm.gamma", cfg.algorithm.gamma, lo=0, lo_open=True, hi=MAX_STEP)
     o = cfg.optimizer

@@ -16,6 +16,7 @@ from .figures import plot_accuracy_vs_skew, plot_class_distribution, plot_fp32_v
 from .layout import _mean, group_label
 from .load import CellResult, Sweep, _config_value, load_runs, load_sweep
 from .table import markdown_table
+from .rounds import rounds_section
 
 METRICS = {"mean_node": "mean_node_accuracy", "averaged": "averaged_model_accuracy"}
 
@@ -94,6 +95,7 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
                   "95 % interval (Welch); a finding holds where the interval lies inside its claim, does not hold "
                   "where it lies outside, and cannot be told otherwise (or from one run per cell).", "",
                   findings.markdown(checked), ""]
+    lines += rounds_section(sw)
     if figures:
         fig_dir = Path(folder) / "figures"
         made = []
