@@ -28,6 +28,8 @@ DEFAULT_ALGORITHM = "choco"
 
 #: values of the ``task`` option (whether accuracy is reported, see decent8.task)
 TASKS = ("auto", "classification", "regression")
+#: compression.wire: values on the wire (decent8.compression.wire)
+WIRES = ("auto", "fp32", "int8")
 
 
 def check_task(task: object) -> str:
@@ -128,6 +130,7 @@ class CompressionConfig(Options):
     bits: int = 8                   # quantize
     index_dtype: str = "auto"       # auto | int16 | int32
     stochastic: bool = False        # stochastic rounding in `quantize`
+    wire: str = "auto"              # auto | fp32 | int8: values on the wire (auto: int8 at precision=int8; compression/wire.py)
 
 
 @dataclass

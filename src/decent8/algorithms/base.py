@@ -69,7 +69,7 @@ class Algorithm(ABC):
     display_name: ClassVar[str] = ""
     #: "gossip" or "ring all-reduce" (``decent8 list`` groups by it)
     family: ClassVar[str] = "gossip"
-    #: options filled when the config leaves them null (dotted option -> value; issue 12)
+    #: options filled when the config leaves them null (dotted option -> value)
     defaults: ClassVar[Mapping[str, object]] = {"optimizer.momentum": 0.9}
     #: the typed options the constructor takes: keyword -> dotted config option (validated
     #: once by the config's schema and :func:`decent8.train.validate.check_plain`)
@@ -311,8 +311,9 @@ class GossipAlgorithm(Algorithm):
         if cls.supports_compression or str(compression).strip().lower() not in ("identity", "none"):
             return False
         raise ConfigError("precision", f"algorithm '{cls.name}' exchanges exact fp32 models and has no 8-bit wire "
-                                       f"format; use precision=fp32, or at precision=int8 algorithm=dpsgd (8-bit "
-                                       f"models on the wire) or a compressed algorithm (choco, deepsqueeze)")
+                                       f"format; use precision=fp32 or compression.wire=fp32 (fp32 messages), or "
+                                       f"algorithm=dpsgd (8-bit models on the wire) or a compressed algorithm "
+                                       f"(choco, deepsqueeze)")
 
     def message_bytes(self, compressor: Compressor) -> float:
         return compressor.nbytes() * self.messages_per_step

@@ -22,6 +22,7 @@ from ..cost.communication import TRAIN_SIZES
 from ..cost.energy import FP32_ADD_PJ, FP32_MULT_PJ, INT8_ADD_PJ, INT8_MULT_PJ, OpEnergy
 from ..cost.report import (cost_report, plot_report, rows_csv, table3, table3_markdown, table10, table10_markdown,
                            to_csv, to_markdown, to_text)
+from ..compression.wire import check_wire, resolve_wire
 from ..errors import ConfigError
 from .common import format_table
 
@@ -53,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--epochs", type=int, help=f"epochs (default {DEFAULTS['epochs']})")
     c.add_argument("--compression", help="identity (default), topk, topk_int8, randomk, quantize, sign")
     c.add_argument("--ratio", type=float, help="fraction dropped by top-k / random-k (default 0.99)")
+    c.add_argument("--wire", help="values on the wire: auto (default: 8-bit at precision=int8), fp32, int8")
     c.add_argument("--dataset-size", type=int, help="training samples N (default: the data set's)")
     e = p.add_argument_group("energy per operation (pJ; Horowitz 2014, 45 nm)")
     e.add_argument("--fp32-add", type=float, default=FP32_ADD_PJ, help=f"default {FP32_ADD_PJ}")
@@ -136,12 +138,23 @@ def train_size(cfg: TrainConfig) -> int:
     return n
 
 
+def _run_wire(cfg: TrainConfig) -> str:
+    """A run's ``compression.wire`` for both columns of the table: ``auto`` when the run's
+    wire is the one ``auto`` gives at its precision (so the FP32 column shows the FP32 wire
+    and the 8-bit column the 8-bit one), else the wire the run set."""
+    c = cfg.compression
+    wire = getattr(c, "wire", "auto")
+    precision = getattr(cfg, "precision", "fp32")
+    return "auto" if wire == resolve_wire(c.name, precision, "auto", c.value_bits) else wire
+
+
 def _settings(ns: argparse.Namespace) -> dict[str, Any]:
     """Model and communication settings: the run's config, then explicit flags, then defaults."""
     s: dict[str, Any] = {"model": None, "norm": None, "batch": None, "dataset": None, "width": None,
                          "image_size": None, "algorithm": None, "optimizer": None, "nodes": None, "topology": None,
                          "epochs": None, "compression": None, "ratio": None, "dataset_size": None,
-                         "value_bits": 32, "bits": 8, "index_dtype": "auto", "topology_opts": {}, "precision": None}
+                         "value_bits": 32, "bits": 8, "index_dtype": "auto", "topology_opts": {}, "precision": None,
+                         "wire": "auto"}
     if ns.run:
         cfg = load_run_config(ns.run)
         if is_run_config(ns.run):
@@ -151,7 +164,7 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
                  dataset=cfg.data.name, image_size=cfg.data.image_size, algorithm=cfg.algorithm.name,
                  optimizer=cfg.optimizer.kind, nodes=cfg.nodes, topology=t.name, epochs=cfg.epochs,
                  compression=cfg.compression.name, ratio=cfg.compression.ratio, value_bits=cfg.compression.value_bits,
-                 bits=cfg.compression.bits, index_dtype=cfg.compression.index_dtype,
+                 bits=cfg.compression.bits, index_dtype=cfg.compression.index_dtype, wire=_run_wire(cfg),
                  precision=getattr(cfg, "precision", None),
                  topology_opts={"weights": t.weights, "rows": t.rows, "cols": t.cols, "path": t.path,
                                 "undirected": t.undirected, "time_varying": t.time_varying,
@@ -159,7 +172,7 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
         if ns.dataset_size is None and ns.dataset is None:
             s["dataset_size"] = train_size(cfg)
     for key in ("model", "norm", "batch", "dataset", "width", "algorithm", "optimizer", "nodes", "topology", "epochs",
-                "compression", "ratio", "dataset_size"):
+                "compression", "ratio", "dataset_size", "wire"):
         v = getattr(ns, key)
         if v is not None:
             s[key] = v
@@ -197,7 +210,7 @@ def _communication_opts(s: dict[str, Any]) -> dict[str, Any] | None:
     topo = make_topology(s["topology"], s["nodes"], **s["topology_opts"])
     return {"nodes": s["nodes"], "topology": topo, "epochs": s["epochs"], "dataset_size": size, "batch": s["batch"],
             "compression": s["compression"], "ratio": float(ratio), "value_bits": s["value_bits"], "bits": s["bits"],
-            "index_dtype": s["index_dtype"]}
+            "index_dtype": s["index_dtype"], "wire": check_wire(s["wire"])}
 
 
 def _emit_rows(rows: list[dict[str, Any]], fmt: str, markdown: str, headers: list[str], keys: list[str]) -> str:

@@ -109,10 +109,12 @@ def mean_out_degree(topology) -> float:
 
 def communication_volume(layout: ParamLayout, nodes: int, topology, epochs: int, dataset_size: int, batch: int,
                          compression: str = "identity", ratio: float = 0.99, precision: str = "fp32",
-                         value_bits: int = 32, bits: int = 8, index_dtype: str = "auto") -> CommunicationVolume:
-    """The communication volume of a run; ``topology`` is a :class:`~decent8.topology.Topology`."""
+                         value_bits: int = 32, bits: int = 8, index_dtype: str = "auto",
+                         wire: str = "auto") -> CommunicationVolume:
+    """The communication volume of a run; ``topology`` is a :class:`~decent8.topology.Topology`;
+    ``wire``: ``compression.wire`` (auto: 8-bit values at precision=int8)."""
     its = iterations(epochs, dataset_size, nodes, batch)
-    wire = wire_compression(compression, precision)
+    wire = wire_compression(compression, precision, wire, value_bits)
     comp = make_compressor(wire, layout, ratio=ratio, value_bits=value_bits, bits=bits, index_dtype=index_dtype)
     try:
         paper = paper_message_bytes(layout, compression, ratio, precision)

@@ -158,7 +158,7 @@ def make_timer(cfg, topology, comm: Communicator, compressor, dim: int, faults: 
         from ..compression.wire import wire_compression
         ref = _reference_layout(as_model, cfg.precision)
         c = cfg.compression
-        ref_comp = make_compressor(wire_compression(c.name, cfg.precision), ref, ratio=c.ratio,
+        ref_comp = make_compressor(wire_compression(c.name, cfg.precision, c.wire, c.value_bits), ref, ratio=c.ratio,
                                    value_bits=c.value_bits, bits=c.bits, index_dtype=c.index_dtype,
                                    stochastic=c.stochastic)
         message_scale = ref_comp.nbytes() / compressor.nbytes()

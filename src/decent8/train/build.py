@@ -91,9 +91,10 @@ def resolve_device(name: str) -> torch.device:
 
 
 def int8_exact_models(algorithm: str, compression: str, wire: str) -> bool:
-    """True when ``precision=int8`` turned the dense wire of an algorithm that never
-    compresses into 8-bit models (D-PSGD, SGP); such algorithms without an 8-bit wire format
-    are refused in one line (:meth:`~decent8.algorithms.base.Algorithm.int8_wire`)."""
+    """True when the 8-bit wire (``compression.wire=int8``, or ``auto`` at ``precision=int8``)
+    turned the dense wire of an algorithm that never compresses into 8-bit models (D-PSGD,
+    SGP); such algorithms without an 8-bit wire format are refused in one line
+    (:meth:`~decent8.algorithms.base.Algorithm.int8_wire`; ``compression.wire=fp32`` runs them)."""
     return wire != compression and algorithm_class(algorithm).int8_wire(compression)
 
 
@@ -273,14 +274,20 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     x0 = model.flat_parameters()
 
     c = cfg.compression
-    wire = wire_compression(c.name, cfg.precision)
+    wire = wire_compression(c.name, cfg.precision, c.wire, c.value_bits)
     compressor = make_compressor(wire, model.layout, ratio=c.ratio, value_bits=c.value_bits, bits=c.bits,
                                  index_dtype=c.index_dtype, stochastic=c.stochastic)
     if is_import_path(c.name):   # a user's compressor: checked at its boundary, probed before any run folder
         compressor = checked_user_compressor(compressor, c.name, x0)
     gamma = float(cfg.algorithm.gamma)   # resolved (resolve.py: the default, or the topology's for D²)
     generators = node_generators(cfg.seed, "compress", comm.local_nodes)
-    eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
+    try:
+        eight_bit_models = int8_exact_models(cfg.algorithm.name, c.name, wire)
+    except ConfigError:   # the 8-bit wire was asked for at precision=fp32: name that option
+        if cfg.precision == "int8":
+            raise
+        raise ConfigError("compression.wire", f"int8 is not defined for algorithm '{cfg.algorithm.name}' (it "
+                                              f"exchanges exact fp32 models); use compression.wire=fp32") from None
     options = {key: option_value(cfg, option) for key, option in algorithm_type.options.items()}
     context = AlgorithmContext(
         comm, make_compressor("identity", model.layout) if eight_bit_models else compressor, gamma, push_sum,

@@ -596,6 +596,8 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
         "gamma": c.gamma,
         "algorithm_defaults": c.defaults,
         "compression": c.algorithm.wire_label(cfg.compression.name),  # all-reduce: its own wire format
+        "wire": cfg.compression.wire,    # fp32 | int8 (auto: a compressor with one wire format)
+        "wire_compression": c.algorithm.wire_label(getattr(c.compressor, "name", cfg.compression.name)),
         "topology": cfg.topology.name,
         "model": cfg.model.name if given.get("module") is None else type(c.model.module).__name__,
         "loss": c.model.task.name,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..algorithms import algorithm_class
 from ..algorithms.allreduce import RESETS
-from ..compression.wire import wire_compression
+from ..compression.wire import resolve_wire, wire_compression
 from ..config import TrainConfig, freeze, is_frozen, thaw
 from ..data.dataset import ArrayDataset
 from ..errors import ConfigError, choice_error
@@ -134,7 +134,9 @@ def text_model_name(cfg: TrainConfig, dataset: ArrayDataset) -> str:
 def is_resolved(cfg: TrainConfig) -> bool:
     """True when nothing in ``cfg`` is left to the defaults (γ, lr and the algorithm's options set)."""
     table = algorithm_class(cfg.algorithm.name).defaults
+    c = cfg.compression
     return (cfg.algorithm.gamma is not None and cfg.optimizer.lr is not None
+            and c.wire == resolve_wire(c.name, cfg.precision, c.wire, c.value_bits)
             and all(getattr(getattr(cfg, o.split(".")[0]), o.split(".")[1]) is not None for o in table))
 
 
@@ -156,12 +158,13 @@ def resolve_with_defaults(cfg: TrainConfig, dataset: ArrayDataset | None = None,
     algorithm_type = algorithm_class(cfg.algorithm.name)
     push_sum = algorithm_type.resolve_push_sum(cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     c = cfg.compression
+    c.wire = resolve_wire(c.name, cfg.precision, c.wire, c.value_bits)   # config.yaml: the concrete wire
     if cfg.algorithm.gamma is None:
         by_topology = algorithm_type.topology_gamma(topology)
         if by_topology is not None:   # D²: γ from the graph (recorded like an algorithm default)
             cfg.algorithm.gamma = defaults["algorithm.gamma"] = by_topology
         else:
-            cfg.algorithm.gamma = default_gamma(cfg.algorithm.name, wire_compression(c.name, cfg.precision), c.ratio,
+            cfg.algorithm.gamma = default_gamma(cfg.algorithm.name, wire_compression(c.name, cfg.precision, c.wire, c.value_bits), c.ratio,
                                                 cfg.optimizer.kind, cfg.optimizer.momentum, push_sum)
     if cfg.optimizer.lr is None:
         cfg.optimizer.lr = defaults["optimizer.lr"] = default_lr(push_sum, cfg.algorithm.gamma)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..config import TASKS, TrainConfig, check_task  # noqa: F401  (TASKS re-exported)
+from ..config import TASKS, WIRES, TrainConfig, check_task  # noqa: F401  (TASKS re-exported)
 from ..errors import ConfigError, choice_error
 
 BACKENDS = ("simulator", "distributed")
@@ -91,6 +91,8 @@ def check_plain(cfg: TrainConfig) -> None:
     if cfg.label_smoothing and cfg.loss != "cross_entropy":
         raise ConfigError("label_smoothing", f"applies to loss=cross_entropy only, not loss={cfg.loss}; "
                                              "use label_smoothing=0 or loss=cross_entropy")
+    if cfg.compression.wire not in WIRES:
+        raise choice_error("compression.wire", cfg.compression.wire, WIRES)
     if cfg.backend not in BACKENDS:
         raise choice_error("backend", cfg.backend, BACKENDS)
     _number("algorithm.consensus_rounds", cfg.algorithm.consensus_rounds, lo=0, hi=MAX_EPOCHS, integer=True)
