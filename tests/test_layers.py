@@ -1,5 +1,5 @@
 """The import structure of src/decent8: no import cycle, and no import from a lower layer into
-a higher one (the layers of docs ARCHITECTURE.md, written down in :data:`LAYERS`).
+a higher one (the layers of docs/architecture.md, written down in :data:`LAYERS`).
 
 The imports are read from the source with :mod:`ast`, every ``import`` / ``from … import``
 statement wherever it sits (function-level lazy imports included); only imports under

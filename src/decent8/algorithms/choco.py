@@ -7,7 +7,7 @@
 x̂ and s start at 0. With ``push_sum=True`` this is the Quant-SGP-style Choco + push-sum
 (Taheri et al. 2020). Extra memory: two model-sized buffers per node.
 
-Numerics (issue 12). Only the difference s_i − x̂_i enters the update, so the second
+Numerics. Only the difference s_i − x̂_i enters the update, so the second
 buffer holds the *consensus residual* u_i = s_i − x̂_i directly, in float64, and the
 neighbour sum of each round is formed in float64 (``exchange(..., dtype=float64)``):
 
@@ -18,7 +18,7 @@ that enters the running sum (s, or u) stays there and is re-applied to x every r
 through γ·u, so x drifts linearly in time. For column-stochastic W the exact
 Σ_i u_i = Σ_j (Σ_i W_ij − 1) x̂_j = 0 keeps the node sum of x (and under push-sum of
 the numerators z) fixed; with a float32 running sum s it drifted (mean_i(s_i − x̂_i)
-6.7e-5 after 20k steps in issue 12's convex check, linear de-biased error under
+6.7e-5 after 20k steps in the convex check of tests/train/test_long_horizon.py, linear de-biased error under
 push-sum), and with a float32 u the rounding of the first, model-sized messages
 (q = x − 0 in round 1) still persists. In float64 these errors are ~2⁻⁵³ and the
 drift is gone (tests/train/test_long_horizon.py). x̂_i stays float32: it only decides what
@@ -27,7 +27,7 @@ message corrects, and does not enter Σ_i u_i.
 
 Wire: unchanged (payloads as before; the float64 sum is formed after decoding).
 
-Exact and fast (issue 32). The residual is stored as a float32 pair u ≈ hi + lo
+Exact and fast. The residual is stored as a float32 pair u ≈ hi + lo
 (algorithms/compensated.py: the same value to 2⁻⁴⁸, 8 bytes per entry like float64) and
 the update reads hi: z ← x½ + γ·hi is a float32 pass. The increment Σ_j W_ij q_j − q_i
 comes from the communicator in float64 (``exchange_increment``): dense, or — for sparse
@@ -72,9 +72,9 @@ class ChocoSGD(GossipAlgorithm):
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         super().load_state_dict(state)
-        if "res_hi" not in state and "residual" in state:         # issue 12–31: u in float64
+        if "res_hi" not in state and "residual" in state:         # older checkpoints: u in float64
             compensated.split_(self.res_hi, self.res_lo, state["residual"])
-        elif "res_hi" not in state and "neighbour_sum" in state:  # checkpoints before issue 12 kept s
+        elif "res_hi" not in state and "neighbour_sum" in state:  # the oldest checkpoints kept s
             compensated.split_(self.res_hi, self.res_lo, state["neighbour_sum"].double() - self.x_hat.double())
 
     @property

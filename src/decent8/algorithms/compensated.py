@@ -1,4 +1,4 @@
-"""A float32 pair (hi, lo) that accumulates float64 increments without losing them (issue 32).
+"""A float32 pair (hi, lo) that accumulates float64 increments without losing them.
 
 Algorithms whose state integrates a mixing increment (Choco-SGD's consensus residual
 u ← u + Σ_j (W_ij − δ_ij) q_j, algorithms/choco.py) must not let rounding enter the sum:

@@ -23,7 +23,7 @@ form is LEAD, Liu et al. 2021, not built here). The local direction g is the opt
 (plain SGD with momentum 0; with local momentum the correction uses the momentum
 direction). Bytes per step: one dense message per out-neighbour, as D-PSGD.
 
-Numerics (issue 32, the treatment Choco-SGD got in issue 12). c is a pure integrator:
+Numerics (as for Choco-SGD's residual). c is a pure integrator:
 exactly, c ← c + γ (Σ_j W_ij φ_j − φ_i), so Σ_i c_i = γ Σ_j (Σ_i W_ij − 1) φ_j summed
 over time = 0, and the node average moves by x̄ ← x̄ − η ḡ + c̄. Any rounding that enters
 c̄ stays there and shifts the fixed point by c̄ / (η H): with a float32 c (and float32

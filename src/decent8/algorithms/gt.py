@@ -31,7 +31,7 @@ Composition:
   push-sum gradient tracking is not supported: no published analysis).
 * Quasi-global momentum is not defined for a tracked direction (optimizer.kind=local).
 
-Numerics (issue 32, the treatment Choco-SGD got in issue 12). The tracker's average is
+Numerics (as for Choco-SGD's residual). The tracker's average is
 a pure integrator: Σ_i y_i = Σ_i d_i holds only if nothing that enters y is lost, and
 y ← W y + d − d_prev in float32 integrates every rounding — of W (1/3 rounds so rows sum
 to 1 + 3e-8), of the mixing sum and of adding d − d_prev, which is not 0 at the fixed
@@ -92,7 +92,7 @@ class GradientTracking(GossipAlgorithm):
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         super().load_state_dict(state)
-        if "e" not in state and "d_prev" in state:      # checkpoints before issue 32 kept d^{t−1}
+        if "e" not in state and "d_prev" in state:      # older checkpoints kept d^{t−1}
             self.e.copy_(state["y"].double() - state["d_prev"].double())
             if not self.exact:
                 for v in ("x", "y"):

@@ -27,13 +27,13 @@ _BUILTIN: dict[str, str] = {
     "sgp": "dpsgd:SGP",
     "sparse_push": "deepsqueeze:SparsePush",
     "choco_push": "choco:ChocoPush",
-    # heterogeneity-robust algorithms (issue 17; docs/results/heterogeneity.md)
+    # heterogeneity-robust algorithms (docs/results/heterogeneity.md)
     "gt": "gt:GradientTracking",
     "d2": "d2:D2",
     "gut": "gut:GUT",
     "qg_gutm": "gut:QGGUTm",
     "relaysgd": "relaysgd:RelaySGD",
-    # asynchronous gossip (issue 33): an event-driven run (train/async_gossip.py), simulator only
+    # asynchronous gossip: an event-driven run (train/async_gossip.py), simulator only
     "adpsgd": "adpsgd:ADPSGD",
     # all-reduce algorithms (docs/algorithms.md §10)
     "psgd": "psgd:PSGD",

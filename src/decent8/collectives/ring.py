@@ -1,4 +1,4 @@
-"""Ring and 2-D torus all-reduce on the communicator's ring passes (docs/algorithms.md §10, ARCHITECTURE.md).
+"""Ring and 2-D torus all-reduce on the communicator's ring passes (docs/algorithms.md §10).
 
 Written once on :meth:`Communicator.ring_pass` / :meth:`Communicator.permute_pass`, so
 the same code runs in the simulator (all n nodes at once on the node axis, k = n)

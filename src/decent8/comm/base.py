@@ -1,4 +1,4 @@
-"""The communication interface the algorithms talk to (ARCHITECTURE "The communication interface").
+"""The communication interface the algorithms talk to (docs/architecture.md).
 
 An algorithm never knows how many nodes live in its process: it holds tensors with a
 leading node axis of length k (k = n in the simulator, k = 1 on a torch.distributed

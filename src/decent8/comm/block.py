@@ -1,6 +1,6 @@
 """Node blocks over torch.distributed: R ranks, each holding a block of the n nodes.
 
-ARCHITECTURE "Node blocks: the unit everywhere"; SPEC §1 (``W[i, j]`` is what i takes
+docs/architecture.md "Node blocks"; SPEC §1 (``W[i, j]`` is what i takes
 from j). Rank r holds the nodes ``B_r`` of the placement (:mod:`.placement`) as its
 stacked ``[k_r, d]`` state, runs them with the simulator's execution strategies, and
 computes for every local node i exactly the simulator's row

@@ -1,4 +1,4 @@
-"""Placement: which rank holds which node (issue "beyond one machine", ARCHITECTURE "Node blocks").
+"""Placement: which rank holds which node (docs/architecture.md "Node blocks").
 
 A placement of n nodes over R ranks is ``owner[i] ∈ {0..R−1}`` for every node i; rank r
 holds the block ``B_r = {i : owner[i] = r}`` in ascending node order (its stacked

@@ -1,4 +1,4 @@
-"""Compression operators: what goes on the wire (SPEC §4, ARCHITECTURE "Payloads").
+"""Compression operators: what goes on the wire (SPEC §4, docs/architecture.md "Payloads").
 
 Every compressor works layer-wise over a :class:`~decent8.layout.ParamLayout`, maps a
 flat ``[k, d]`` message to a :class:`Payload` of tensors with declared dtypes, and

@@ -40,7 +40,7 @@ class Compressor(ABC):
         """``(columns int64 [m, K], values float32 [m, K])`` with ``decode(payload)[r, columns[r]]
         = values[r]`` and zeros elsewhere (columns distinct within a row), for compressors
         whose message is sparse; None for dense ones. Lets a caller update ``[k, d]`` state
-        at the K received positions instead of decoding and passing over all d (issue 32)."""
+        at the K received positions instead of decoding and passing over all d."""
         return None
 
     @abstractmethod

@@ -1,4 +1,4 @@
-"""Payloads: what actually goes on the wire (SPEC §4, ARCHITECTURE "Payloads").
+"""Payloads: what actually goes on the wire (SPEC §4, docs/architecture.md "Payloads").
 
 A payload is a fixed set of named tensors with declared dtypes and a leading node
 axis ``[k, ...]``. Nothing but these tensors is ever sent: the receiver knows the

@@ -1,4 +1,4 @@
-"""Dirichlet label skew with a fixed number of samples per node (SPEC §2; issue 32).
+"""Dirichlet label skew with a fixed number of samples per node (SPEC §2).
 
 ``partition=dirichlet_fixed`` (Hsu, Qi, Brown, "Measuring the Effects of Non-Identical
 Data Distribution for Federated Visual Classification", 2019): every node i draws its

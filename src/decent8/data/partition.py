@@ -6,7 +6,7 @@ global RNG state is never touched) and all returning one int64 index array per n
 * ``skew``      — the paper's "degree of skew" s in [0, 1] (s = 0 IID, s = 1 label blocks);
 * ``dirichlet`` — per-class proportions ~ Dirichlet(α·1_n) (Hsu et al. 2019);
 * ``dirichlet_fixed`` — per-node class proportions ~ Dirichlet(α·p), ⌊N/n⌋ samples per node
-  (:mod:`decent8.data.dirichlet_fixed`; few samples per node, issue 32);
+  (:mod:`decent8.data.dirichlet_fixed`; few samples per node);
 * ``shards``    — McMahan et al. 2017: sorted-by-label shards, a few per node;
 * ``natural``   — whole users of a naturally split data set (LEAF) per node (:func:`decent8.data.leaf.natural_partition`).
 """
@@ -143,7 +143,7 @@ def dirichlet_partition(labels: np.ndarray, n: int, alpha: float, seed: int,
         raise ConfigError("partition.alpha", _hopeless(alpha, n, y.size, max_tries))
     always_empty: np.ndarray | None = None
     for attempt in range(max_tries):
-        # vectorised over nodes (issue 32: 10,000 nodes in seconds): each class's shuffled
+        # vectorised over nodes (10,000 nodes in seconds): each class's shuffled
         # indices get the node of their cut interval; a stable sort by node then yields, per
         # node, its pieces in class order — the same lists as splitting class by class
         idx_all, node_all = [], []

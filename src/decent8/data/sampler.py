@@ -11,8 +11,8 @@ node. How a node's permutation is drawn depends on the number of nodes n (the sa
 for every process of a run, so the simulator and the distributed backend agree):
 
 * n < :data:`VECTOR_NODES` — a ``torch.Generator`` per node seeded by (seed, node,
-  epoch) and ``torch.randperm`` (the streams of every run before issue 32);
-* n ≥ :data:`VECTOR_NODES` (issue 32: 10,000 nodes) — all local nodes at once: sample
+  epoch) and ``torch.randperm`` (the streams of the earlier releases);
+* n ≥ :data:`VECTOR_NODES` (10,000 nodes) — all local nodes at once: sample
   p of repetition r of node i gets the key h(seed, epoch, i, r, p), h a splitmix64
   hash, and one ``lexsort`` by (node, repetition, key) orders every node's shard; a
   node's order depends only on (seed, node, epoch), not on the other nodes.

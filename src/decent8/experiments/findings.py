@@ -10,7 +10,7 @@ D ± t·SE, with t Student's 97.5 % quantile at the Welch–Satterthwaite degree
 * **does not hold** — the interval lies wholly outside it;
 * **cannot tell** — the interval straddles a boundary, or a group has fewer than two runs.
 
-The findings (Aketi et al., Tables 3–6; issue 16):
+The findings (Aketi et al., Tables 3–6):
 
 (a) without compression, 8-bit is within 1 point of FP32, IID and non-IID: LP − FP ∈ [−1, 1];
 (b) with compression (99 % top-k), 8-bit costs 1–2 points: FP − LP ∈ [1, 2];

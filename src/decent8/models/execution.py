@@ -1,4 +1,4 @@
-"""Choosing how the simulator executes k nodes: ``sim.chunk=auto|<int>|layers:<int>`` (ARCHITECTURE "Models").
+"""Choosing how the simulator executes k nodes: ``sim.chunk=auto|<int>|layers:<int>`` (docs/architecture.md "Models").
 
 Candidates are chunks of c = 1 (a plain loop over nodes), 2, 4, … and k nodes per
 ``torch.func.vmap`` call, and — for models made of the layers of

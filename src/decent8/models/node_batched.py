@@ -1,5 +1,5 @@
 """Node-batched layers: a chunk of c nodes through one grouped convolution / batched
-matmul per layer (``sim.chunk=layers:N``; ARCHITECTURE "Models", docs/execution.md).
+matmul per layer (``sim.chunk=layers:N``; docs/architecture.md "Models", docs/execution.md).
 
 An execution strategy, not a second copy of any model: the user's own module runs its
 own ``forward`` on the chunk's samples merged sample-major into one batch

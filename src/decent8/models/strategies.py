@@ -1,4 +1,4 @@
-"""How a chunk of nodes runs: execution strategies behind one interface (ARCHITECTURE
+"""How a chunk of nodes runs: execution strategies behind one interface (docs/architecture.md
 "Models", docs/execution.md).
 
 The k nodes' models run in chunks; a strategy says how one chunk of m nodes computes its

@@ -98,7 +98,7 @@ def gossip_time_edges(compute: np.ndarray, message_bytes: np.ndarray, dst: np.nd
     node i receives for max over its in-edges of α + ε + s_j·b_j/β (s_j: the messages on
     j's uplink, ``sent[j]``, default its out-edges here, when the uplink is shared), and
     computes before or (``overlap``) while it receives. Sparse topologies call it
-    directly (issue 32)."""
+    directly."""
     n = len(compute)
     m = ((np.bincount(src, minlength=n) if sent is None else sent) * up).astype(np.float64)
     share = m if net.shared_uplink else np.ones(n)
@@ -153,7 +153,7 @@ class SimClock:
         t = 0.0
         if log.gossip_step is not None:
             s = log.gossip_step
-            if getattr(self.topology, "sparse", False):  # edge lists, no [n, n] masks (issue 32)
+            if getattr(self.topology, "sparse", False):  # edge lists, no [n, n] masks
                 b = np.full(n, log.message_bytes * self.message_scale + log.scalar_bytes)
                 dst, src, _ = self.topology.edges(s)
                 t = gossip_time_edges(compute, b, dst, src, np.ones(n, dtype=bool), self.network, jitter, self.overlap)

@@ -71,7 +71,7 @@ def _positive(option: str, value: float, allow_zero: bool = False) -> float:
     return v
 
 
-#: above this many nodes α and β are one value for every link (0-d arrays), not [n, n] (issue 32)
+#: above this many nodes α and β are one value for every link (0-d arrays), not [n, n]
 DENSE_MAX_NODES = 4096
 
 

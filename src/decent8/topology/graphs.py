@@ -32,7 +32,7 @@ __all__ = [
 #: The builders here return dense n × n matrices (and W's spectrum is computed densely):
 #: at most this many nodes. Above it, topology/sparse.py builds the sparse graphs.
 DENSE_MAX_NODES = 4096
-#: at most this many nodes at all (sparse topologies, topology/sparse.py; issue 32): the
+#: at most this many nodes at all (sparse topologies, topology/sparse.py): the
 #: simulator holds every node's state in one process — 65,536 nodes of the 10,000-node MNIST
 #: run's MLP (365 KiB per node at peak, docs/results/scale_10k.md) would need about 23 GiB
 MAX_NODES = 65_536

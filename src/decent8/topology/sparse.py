@@ -1,4 +1,4 @@
-"""Sparse topologies for many nodes (SPEC §1; issue 32).
+"""Sparse topologies for many nodes (SPEC §1).
 
 Above :data:`~decent8.topology.graphs.DENSE_MAX_NODES` nodes a topology is held as edge
 lists and a ``scipy.sparse`` CSR mixing matrix per phase — never an ``[n, n]`` array.

@@ -101,7 +101,7 @@ class Engine:
         see :func:`decent8.train.personal.class_weights`) — adds each node's personalized
         accuracy Σ_s w(y_s)·[right_s] / Σ_s w(y_s) from the same logits.
 
-        Evaluation at scale (issue 32, :mod:`.eval_nodes`): ``nodes`` (global ids; None:
+        Evaluation at scale (:mod:`.eval_nodes`): ``nodes`` (global ids; None:
         all) are the nodes whose own models are tested; they run ``node_chunk`` at a time,
         so the outputs held at once are ``[node_chunk, batch_size, classes]``. Per-node
         statistics (mean, min, max, 10th percentile) are over the tested nodes

@@ -1,4 +1,4 @@
-"""Which nodes an evaluation tests (issue 32, evaluation at scale; SPEC §8).
+"""Which nodes an evaluation tests (evaluation at scale; SPEC §8).
 
 ``eval.nodes=all`` tests every node's own model at every evaluation. ``eval.nodes=N``
 tests a seeded sample of N nodes (the same sample all run: a node set drawn once from a

@@ -1,4 +1,4 @@
-"""Per-node ("personalized") evaluation on non-IID data (issue 33).
+"""Per-node ("personalized") evaluation on non-IID data.
 
 Node i's test distribution is taken to be its own training label distribution π_i: the
 global test set is reweighted so that each test sample of class c counts w_i(c) = π_i(c)/q(c),
