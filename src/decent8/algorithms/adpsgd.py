@@ -69,12 +69,17 @@ class ADPSGD(GossipAlgorithm):
         if comm.k != comm.num_nodes:
             raise ConfigError("backend", "adpsgd runs in the simulator only (backend=simulator): its atomic pairwise "
                                          "averages need one-sided communication (docs/algorithms.md §13)")
-        if push_sum:
+        if topo.period != 1 or not topo.is_undirected:
+            what = "draws a new graph every round" if topo.period != 1 else "is directed"
+            raise ConfigError("topology", f"adpsgd needs a static undirected graph (each event averages a node "
+                                          f"with one neighbour, both ways); topology={topo.name} {what}")
+        if push_sum and topo.is_doubly_stochastic:
             raise ConfigError("algorithm.push_sum", "adpsgd averages pairs of models (doubly stochastic); "
                                                     "push_sum must be auto or false")
-        if topo.period != 1 or not topo.is_undirected:
-            raise ConfigError("topology", "adpsgd needs a static undirected graph (each event averages a node "
-                                          "with one neighbour, both ways)")
+        if push_sum:   # auto on a W that is not doubly stochastic (an irregular graph)
+            raise ConfigError("topology", f"adpsgd averages pairs of models and needs a doubly stochastic W; "
+                                          f"topology={topo.name}'s is not (its nodes' degrees differ): use "
+                                          f"topology.weights=metropolis, and algorithm.push_sum=auto or false")
         if gamma != 1.0:
             raise ConfigError("algorithm.gamma", f"adpsgd averages pairs exactly (γ = 1), got {gamma}")
         adj = np.asarray(topo.adjacency(0), dtype=bool) & ~np.eye(topo.n, dtype=bool)

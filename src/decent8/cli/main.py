@@ -92,6 +92,29 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"decent8: warning: {message}\n"
 
 
+def _option(item: str) -> str | None:
+    """The option a ``key=value`` argument sets (``model=x`` sets ``model.name``); None for others."""
+    from ..config import GROUPS
+
+    if item.startswith("-") or "=" not in item or item.startswith("="):
+        return None
+    key = item.split("=", 1)[0].strip().replace("__", ".")
+    return f"{key}.name" if key in GROUPS else key
+
+
+def warn_repeated_keys(args: list[str]) -> None:
+    """One line per option given twice among ``key=value`` arguments (the last one is used)."""
+    given: dict[str, list[str]] = {}
+    for item in args:
+        key = _option(item)
+        if key is not None:
+            given.setdefault(key, []).append(item)
+    for key, items in given.items():
+        if len(items) > 1:
+            sys.stderr.write(f"decent8: warning: {key} is given {len(items)} times ({', '.join(items)}); "
+                             f"the last one is used\n")
+
+
 def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = make_parser([argv[0]] if argv and argv[0] in COMMANDS else [])
@@ -110,6 +133,7 @@ def _main(argv: list[str] | None = None) -> int:
     if ns.command is None:
         parser.print_help()
         return 0
+    warn_repeated_keys(argv[1:])
     try:
         return int(ns.func(ns) or 0)
     except ConfigError as e:

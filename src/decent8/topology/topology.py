@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -49,6 +49,13 @@ RANDOM_PERIOD = 2**62
 WEIGHTS: tuple[str, ...] = ("uniform", "metropolis")
 
 
+def _numpy(a: Any) -> Any:
+    """A torch tensor as its numpy array (detached, on the CPU); anything else unchanged."""
+    if hasattr(a, "detach") and hasattr(a, "numpy"):
+        return a.detach().cpu().numpy()
+    return a
+
+
 class Topology:
     """A (possibly time-varying) gossip topology over ``n`` nodes.
 
@@ -76,7 +83,11 @@ class Topology:
         built from the adjacency by the ``weights`` scheme; checked ≥ 0 and doubly stochastic."""
         if weights not in WEIGHTS:
             raise choice_error("topology.weights", weights, WEIGHTS)
-        phases = [adjacency] if isinstance(adjacency, np.ndarray) and np.ndim(adjacency) == 2 else list(adjacency)
+        adjacency = _numpy(adjacency)   # a torch [n, n] tensor is one adjacency, not a list of rounds
+        phases = [adjacency] if isinstance(adjacency, np.ndarray) and np.ndim(adjacency) == 2 else \
+            [_numpy(a) for a in adjacency]
+        mixing = None if mixing is None else [_numpy(W) for W in (mixing if isinstance(mixing, (list, tuple))
+                                                                   else list(_numpy(mixing)))]
         if not phases:
             raise ConfigError("topology", "a topology needs at least one adjacency matrix")
         self._adj: list[np.ndarray] = [as_adjacency(a) for a in phases]

@@ -33,6 +33,7 @@ from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
 from ..task import CrossEntropy, make_task
 from .user_metrics import load_metrics
+from .notices import check_regression_loss, push_sum_notice, say
 from .norm_stats import warn_if_skewed
 from ..quant.quantizer import QuantSpec
 from ..optim import LRSchedule, make_optimizer
@@ -257,6 +258,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     if cfg.label_smoothing and not isinstance(task, CrossEntropy):   # a loss given to the API as a callable
         raise ConfigError("label_smoothing", f"applies to loss=cross_entropy only, not {task.name}; "
                                              "use label_smoothing=0")
+    check_regression_loss(task, dataset, cfg.loss)   # real-valued targets: suggest loss=mse (train/notices.py)
     task.user_metrics = load_metrics(cfg.metrics if metrics is None else metrics)  # train/user_metrics.py
     parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     parse_compile(cfg.sim.compile)
@@ -317,4 +319,6 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     if getattr(algorithm_type, "event_driven", False):   # AD-PSGD's own refusals, before any run folder
         from .async_gossip import check_runnable
         check_runnable(components)
+    if comm.is_main:
+        say(push_sum_notice(cfg, algorithm_type, topology, push_sum))
     return components
