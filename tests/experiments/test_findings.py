@@ -99,3 +99,23 @@ def test_a_synthetic_table3_sweep_gets_the_verdicts_its_numbers_imply():
 def test_cells_without_both_sides_give_no_comparison():
     cells = [Cell({"algorithm": "choco", "precision": "fp32", "compression": "topk", "skew": 0.0}, 90.0)]
     assert compare(cells, get) == [] and markdown([]) == ""
+
+
+def test_8_bit_runs_at_two_wires_are_compared_with_fp32_apart():
+    """8-bit with float32 messages (the authors' setting) and 8-bit with 8-bit messages are
+    two comparisons of (b), each against the FP32 runs; runs without a recorded wire count
+    as the automatic one (8-bit messages at 8 bits)."""
+    cells = []
+    for prec, wire, acc in (("fp32", None, 42.0), ("int8", None, 33.0), ("int8", "fp32", 40.5)):
+        for noise in (-0.1, 0.0, 0.1):
+            cell = Cell({"algorithm": "choco", "precision": prec, "compression": "topk", "skew": 0.0}, acc + noise)
+            if wire:
+                cell.summary["wire"] = wire
+            cells.append(cell)
+    rows = {c.what: c for c in compare(cells, get) if c.finding == "b"}
+    assert set(rows) == {"choco, skew 0, int8 wire", "choco, skew 0, fp32 wire"}
+    assert rows["choco, skew 0, int8 wire"].diff == pytest.approx(9.0)
+    assert rows["choco, skew 0, fp32 wire"].diff == pytest.approx(1.5)
+    assert rows["choco, skew 0, fp32 wire"].verdict() == "holds"
+    # one wire only: the labels stay as they were
+    assert {c.what for c in compare(cells[:6], get) if c.finding == "b"} == {"choco, skew 0"}

@@ -115,20 +115,32 @@ def _float(v: Any) -> float | None:
         return None
 
 
+def _wire(summary: dict, precision: str) -> str:
+    """The precision the messages travelled in: ``summary.json``'s ``wire``, or for runs that
+    predate the option the automatic one (8-bit messages when training in 8 bits)."""
+    return str(summary.get("wire") or ("int8" if precision == "int8" else "fp32"))
+
+
 def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = "mean_node_accuracy") -> list[Comparison]:
     """Every comparison of the five findings that ``cells`` allow.
 
     ``cells``: finished runs; ``get(cell, key)`` the value of a config key (``precision``,
     ``algorithm``, ``skew``, ``compression``); a cell's accuracy is ``cell.summary[metric]``.
+    8-bit runs are grouped by their wire (``compression.wire``): 8-bit training with float32
+    messages (the authors' setting) and with 8-bit messages are compared with FP32 apart,
+    and the cells say which wire when both are present. FP32 runs are the ones with a float32
+    wire.
     """
     runs = []
     for c in cells:
         if not c.summary or metric not in c.summary:
             continue
         skew = _float(get(c, "skew"))
-        runs.append({"precision": str(get(c, "precision") or "fp32"), "algorithm": str(get(c, "algorithm")),
+        precision = str(get(c, "precision") or "fp32")
+        runs.append({"precision": precision, "algorithm": str(get(c, "algorithm")),
                      "skew": 0.0 if skew is None else skew,
                      "compressed": str(get(c, "compression") or "identity") != "identity",
+                     "wire": _wire(c.summary, precision),
                      "acc": 100.0 * float(c.summary[metric])})
 
     def acc(**spec: Any) -> list[float]:
@@ -136,6 +148,13 @@ def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = 
 
     def comp_name(compressed: bool) -> str:
         return "compressed" if compressed else "no compression"
+
+    def wires(precision: str) -> list[str]:
+        return sorted({r["wire"] for r in runs if r["precision"] == precision})
+
+    def on(precision: str, wire: str) -> str:
+        """A label's wire suffix: only where runs of this precision used more than one wire."""
+        return f", {wire} wire" if len(wires(precision)) > 1 else ""
 
     algorithms = sorted({r["algorithm"] for r in runs})
     skews = sorted({r["skew"] for r in runs})
@@ -146,30 +165,37 @@ def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = 
         if a and b:
             out.append(Comparison(finding, what, a, b, lo, hi))
 
+    fp = {"precision": "fp32", "wire": "fp32"}
     for algo in algorithms:
         for skew in skews:
-            what = f"{algo}, skew {skew:g}"
-            add("a", what, acc(algorithm=algo, skew=skew, compressed=False, precision="int8"),
-                acc(algorithm=algo, skew=skew, compressed=False, precision="fp32"), -1.0, 1.0)
-            add("b", what, acc(algorithm=algo, skew=skew, compressed=True, precision="fp32"),
-                acc(algorithm=algo, skew=skew, compressed=True, precision="int8"), 1.0, 2.0)
+            for w in wires("int8"):
+                what = f"{algo}, skew {skew:g}{on('int8', w)}"
+                lp = {"precision": "int8", "wire": w}
+                add("a", what, acc(algorithm=algo, skew=skew, compressed=False, **lp),
+                    acc(algorithm=algo, skew=skew, compressed=False, **fp), -1.0, 1.0)
+                add("b", what, acc(algorithm=algo, skew=skew, compressed=True, **fp),
+                    acc(algorithm=algo, skew=skew, compressed=True, **lp), 1.0, 2.0)
     for algo in algorithms:
         for prec in ("fp32", "int8"):
-            for compressed in (False, True):
-                for s0, s1 in zip(skews, skews[1:]):
-                    add("c", f"{algo}, {prec}, {comp_name(compressed)}: skew {s0:g} − {s1:g}",
-                        acc(algorithm=algo, precision=prec, compressed=compressed, skew=s0),
-                        acc(algorithm=algo, precision=prec, compressed=compressed, skew=s1), lo=0.0)
+            for w in wires(prec):
+                for compressed in (False, True):
+                    for s0, s1 in zip(skews, skews[1:]):
+                        add("c", f"{algo}, {prec}{on(prec, w)}, {comp_name(compressed)}: skew {s0:g} − {s1:g}",
+                            acc(algorithm=algo, precision=prec, wire=w, compressed=compressed, skew=s0),
+                            acc(algorithm=algo, precision=prec, wire=w, compressed=compressed, skew=s1), lo=0.0)
     for prec in ("fp32", "int8"):
-        for skew in skews:
-            add("d", f"{prec}, skew {skew:g}", acc(algorithm="choco", precision=prec, compressed=True, skew=skew),
-                acc(algorithm="deepsqueeze", precision=prec, compressed=True, skew=skew), lo=0.0)
+        for w in wires(prec):
+            for skew in skews:
+                add("d", f"{prec}{on(prec, w)}, skew {skew:g}",
+                    acc(algorithm="choco", precision=prec, wire=w, compressed=True, skew=skew),
+                    acc(algorithm="deepsqueeze", precision=prec, wire=w, compressed=True, skew=skew), lo=0.0)
     if skews and skews[-1] > 0:
         for algo in algorithms:
-            for compressed in (False, True):
-                add("e", f"{algo}, {comp_name(compressed)}, skew {skews[-1]:g}",
-                    acc(algorithm=algo, precision="int8", compressed=compressed, skew=skews[-1]),
-                    acc(algorithm=algo, precision="fp32", compressed=compressed, skew=skews[-1]), lo=0.0)
+            for w in wires("int8"):
+                for compressed in (False, True):
+                    add("e", f"{algo}, {comp_name(compressed)}, skew {skews[-1]:g}{on('int8', w)}",
+                        acc(algorithm=algo, precision="int8", wire=w, compressed=compressed, skew=skews[-1]),
+                        acc(algorithm=algo, compressed=compressed, skew=skews[-1], **fp), lo=0.0)
     return out
 
 
