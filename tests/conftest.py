@@ -3,7 +3,8 @@
 The suite runs on every core with pytest-xdist (``-n auto --dist loadfile`` in
 pyproject.toml: a file's tests stay on one worker, so module fixtures run once);
 ``-n 0`` runs it in one process. The ``slow`` marker (registered in pyproject.toml) tags the long accuracy and
-multi-process tests; ``python3 -m pytest -m "not slow"`` is the fast subset.
+multi-process tests, which the default run skips (``-m "not slow"`` in pyproject.toml);
+``python3 -m pytest -m slow`` runs them.
 """
 from __future__ import annotations
 

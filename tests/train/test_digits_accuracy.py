@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.slow   # long training runs; `pytest -m "not slow"` skips them
+pytestmark = pytest.mark.slow   # long training runs: `pytest -m slow` runs them
 
 from decent8.experiments.regenerate import RESULTS, run_one
 
