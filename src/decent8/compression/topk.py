@@ -80,40 +80,101 @@ def resolve_index_dtype(layout: ParamLayout, index_dtype: str) -> torch.dtype:
 
 #: entries per group of the CPU selection's first stage (:func:`top_indices`)
 SELECT_GROUP = 8
+_LOW32 = (1 << 32) - 1
+
+
+def rank_keys(scores: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """int64 keys that order entries by ``(score, −position)``: ``torch.topk`` of the keys
+    picks the largest scores and, among equal scores, the lowest positions.
+
+    A float32 score's bits ``b`` (as int32) are made monotone in the score by flipping the
+    magnitude bits of negative values (``b ^ 0x7FFFFFFF`` when ``b < 0``; −0 is first made
+    +0, so the two are equal); the key is ``b · 2³² + (2³² − 1 − position)``.
+    ``scores`` float32, ``positions`` int64 in ``[0, 2³¹)``, the same shape (or broadcastable).
+    """
+    s = scores.to(torch.float32).add(0.0)          # a copy, −0 → +0
+    bits = s.view(torch.int32)
+    bits ^= (bits >> 31) & 0x7FFFFFFF
+    return bits.to(torch.int64).bitwise_left_shift_(32).sub_(positions).add_(_LOW32)
+
+
+def _select_by_keys(score: torch.Tensor, c: int) -> torch.Tensor:
+    """``[r, c]``: the c largest of each row of ``score[r, n]``, lowest positions first among equals."""
+    pos = torch.arange(score.shape[-1], device=score.device)
+    return torch.topk(rank_keys(score, pos), c, dim=-1, sorted=False).indices
+
+
+def _top_c(score: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The positions of the c largest entries of each row of ``score[.., n]`` (c < n), and
+    whether the row's boundary is tied (its (c+1)-th largest equals its c-th: ``torch.topk``
+    chose among equal scores). One ``torch.topk`` of c + 1 entries; the smallest is dropped."""
+    vals, idx = torch.topk(score, c + 1, dim=-1, sorted=False)
+    low, drop = torch.min(vals, dim=-1, keepdim=True)
+    tied = (vals == low).sum(dim=-1) > 1
+    last = torch.arange(c, device=score.device) == drop                     # the dropped one's slot
+    return torch.where(last, idx[..., c:], idx[..., :c]), tied
+
+
+def _select_reference(s: torch.Tensor, c: int, magnitude: bool) -> torch.Tensor:
+    """The positions of the c largest entries of each row of ``s[k, G, n]`` (of ``|s|`` with
+    ``magnitude``), lowest positions first among equal scores: ``torch.topk``, and for rows
+    whose boundary is tied, ``torch.topk`` of the :func:`rank_keys`."""
+    score = s.abs() if magnitude else s
+    idx, tied = _top_c(score, c)
+    if bool(tied.any()):
+        rk, rg = tied.nonzero(as_tuple=True)
+        idx[rk, rg] = _select_by_keys(score[rk, rg], c)
+    return idx
 
 
 def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tensor:
-    """``torch.topk(s, c, dim=2, sorted=False).indices`` for scores ``s[k, G, n]`` (with
-    ``magnitude``: for the scores ``|s|``): the positions of each row's c largest entries
-    (issue 32).
+    """The positions of each row's c largest entries of the scores ``s[k, G, n]`` (with
+    ``magnitude``: of ``|s|``), in no particular order (``torch.topk(s, c, dim=2).indices``
+    as a set). Scores are finite.
 
-    On the CPU, where ``torch.topk`` costs ~5–10 ns per entry, rows with n ≥ 32·c (e.g.
-    99 % top-k) select in two stages: split the row into n/B strided groups of B =
-    :data:`SELECT_GROUP` entries (group g: positions g, g + n/B, …), keep the c groups with
-    the largest maxima and take the top c of their c·B entries. Exact: an entry among the
-    row's c largest lies in a group whose maximum is at least that entry, and at most c − 1
-    other groups can have a larger maximum (each holds a distinct larger entry), so its
-    group is kept; with equal scores the same values are kept, possibly at other positions
-    than ``torch.topk`` picks (ties). With ``magnitude`` a group's largest |s| is
-    max(max s, −min s), so |s| is never formed for the whole row. 8192 entries, c = 81:
-    1.5× faster than ``torch.topk``; 16384, c = 163: 1.65× (docs/execution.md).
+    **Ties** are broken by position: among equal scores the lowest positions are kept (a
+    stable descending sort's first c; −0 equals +0). The set is therefore fully defined —
+    ``torch.topk``'s own choice among equal scores is an implementation detail that differs
+    between its code paths — and the same on every path below, device and row count. Each
+    ``torch.topk`` takes c + 1 entries: the (c+1)-th tells whether the row's boundary is
+    tied (equal to the c-th; never for distinct scores), and a tied row is selected again
+    by :func:`rank_keys`.
+
+    On the CPU, where ``torch.topk`` costs ~5–10 ns per entry, rows with n ≥ 32·c and n ≥
+    4096 (e.g. 99 % top-k of a large layer) select in two stages: split the row into n/B
+    strided groups of B = :data:`SELECT_GROUP` entries (group g: positions g, g + n/B, …),
+    keep the c + 1 groups with the largest maxima and take the top c of their (c + 1)·B
+    entries. Exact: an entry e among the row's c largest is ≥ the c-th largest group
+    maximum M_c (c groups hold an entry ≥ M_c); if the (c+1)-th largest maximum is below
+    M_c, every group outside the c largest has a maximum < M_c ≤ e, so e's group is among
+    them. When the two are equal (a tie among group maxima) the row is tied, see above. With
+    ``magnitude`` a group's largest |s| is max(max s, −min s), so |s| is never formed for
+    the whole row. Timings against ``torch.topk``: docs/execution.md "Top-k selection".
     """
     k, g, n = s.shape
     b = SELECT_GROUP
     if s.device.type != "cpu" or n % b or n < 32 * c or n < 4096:
-        return torch.topk(s.abs() if magnitude else s, c, dim=2, sorted=False).indices
+        return _select_reference(s, c, magnitude)
     m = n // b
     rows = s.reshape(k, g, b, m)
     if magnitude:
         gmax = torch.maximum(rows.amax(dim=2), rows.amin(dim=2).neg_())          # [k, G, m]
     else:
         gmax = rows.amax(dim=2)
-    groups = torch.topk(gmax, c, dim=2, sorted=False).indices                    # [k, G, c]
-    pos = (groups.unsqueeze(-1) + torch.arange(0, n, m, device=s.device)).reshape(k, g, c * b)
+    vals, groups = torch.topk(gmax, c + 1, dim=2, sorted=False)                 # [k, G, c + 1]
+    low = vals.amin(dim=2, keepdim=True)
+    tied = (vals == low).sum(dim=2) > 1                                           # c-th group maximum = (c+1)-th
+    pos = (groups.unsqueeze(-1) + torch.arange(0, n, m, device=s.device)).reshape(k, g, (c + 1) * b)
     cand = s.gather(2, pos)
     if magnitude:
         cand.abs_()
-    return pos.gather(2, torch.topk(cand, c, dim=2, sorted=False).indices)
+    sel, cand_tied = _top_c(cand, c)
+    out = pos.gather(2, sel)
+    tied |= cand_tied
+    if bool(tied.any()):
+        rk, rg = tied.nonzero(as_tuple=True)
+        out[rk, rg] = _select_by_keys(s[rk, rg].abs() if magnitude else s[rk, rg], c)
+    return out
 
 
 class SparseCompressor(Compressor):
