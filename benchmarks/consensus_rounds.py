@@ -35,8 +35,9 @@ def train_once(out: Path, name: str, extra: list[str]) -> Path:
     return folder
 
 
-def rounds_table(folder: Path, kind: str, rounds: int, at: set[int]) -> list[dict]:
-    """Rebuild the run of ``folder`` with ``algorithm.consensus=kind`` and evaluate its rounds."""
+def rounds_table(folder: Path, kind: str, rounds: int, at: set[int], gamma: float | None = None) -> list[dict]:
+    """Rebuild the run of ``folder`` with ``algorithm.consensus=kind`` and evaluate its rounds
+    (``gamma``: a probe, the consensus step size of the rounds only; None: the run's)."""
     from decent8.config import load_config
     from decent8.data.augment import make_batch_transform
     from decent8.train.build import build
@@ -49,6 +50,8 @@ def rounds_table(folder: Path, kind: str, rounds: int, at: set[int]) -> list[dic
     augment = make_batch_transform(c.dataset, c.cfg.data.augment, c.cfg.seed, c.comm.local_nodes, c.device)
     s = Session(c, RunDir(folder), augment, quiet=True, resumed=True)
     alg = c.algorithm
+    if gamma is not None:
+        alg.gamma = gamma
     out = []
     for r in range(rounds + 1):
         if r > 0:
@@ -56,15 +59,47 @@ def rounds_table(folder: Path, kind: str, rounds: int, at: set[int]) -> list[dic
         if r in at or r == rounds:
             m = s.engine.evaluate(s.x_test, s.y_test, cfg.data.eval_batch_size)
             x = s.engine.params()
-            row = {"kind": kind, "round": r, "mean_node_accuracy": m.get("mean_node_accuracy"),
+            row = {"kind": kind, "round": r, "gamma": alg.gamma, "mean_node_accuracy": m.get("mean_node_accuracy"),
                    "averaged_model_accuracy": m.get("averaged_model_accuracy"),
-                   "mean_node_loss": m["mean_node_loss"], "consensus_distance": m["consensus_distance"],
+                   "mean_node_loss": m["mean_node_loss"], "averaged_model_loss": m["averaged_model_loss"],
+                   "consensus_distance": m["consensus_distance"],
                    "bytes_sent_per_node": float(c.comm.bytes_sent.double().mean())}
             if getattr(alg, "x_hat", None) is not None:
                 row["public_copy_error"] = float(((x - alg.x_hat) ** 2).sum(1).mean())
             out.append(row)
             print(json.dumps(row), flush=True)
     return out
+
+
+def markdown(rows: list[dict], rounds: int) -> str:
+    """Per seed and mean: before → after each kind (accuracies in %, consensus distance)."""
+    import statistics
+
+    def pick(kind: str, seed: int, r: int) -> dict:
+        return next(x for x in rows if x["kind"] == kind and x["seed"] == seed and x["round"] == r)
+
+    seeds = sorted({x["seed"] for x in rows})
+    kinds = [k for k in KINDS if any(x["kind"] == k for x in rows)]
+    acc = rows[0].get("mean_node_accuracy") is not None
+    key, unit = ("mean_node_accuracy", 100.0) if acc else ("mean_node_loss", 1.0)
+    avg = "averaged_model_accuracy" if acc else "averaged_model_loss"
+    head = ["seed", f"node {'acc.' if acc else 'loss'} before"] + \
+        [f"after {rounds} {k}" for k in kinds] + [f"averaged {'acc.' if acc else 'loss'}"] + \
+        ["distance before"] + [f"distance after {k}" for k in kinds]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    cols: list[list[float]] = []
+    for seed in seeds:
+        b = pick(kinds[0], seed, 0)
+        vals = [unit * b[key]] + [unit * pick(k, seed, rounds)[key] for k in kinds] + [unit * b[avg]] + \
+            [b["consensus_distance"]] + [pick(k, seed, rounds)["consensus_distance"] for k in kinds]
+        cols.append(vals)
+        lines.append(f"| {seed} | " + " | ".join(f"{v:.3g}" if i > len(kinds) + 1 else f"{v:.2f}"
+                                                  for i, v in enumerate(vals)) + " |")
+    if len(seeds) > 1:
+        means = [statistics.mean(c[i] for c in cols) for i in range(len(cols[0]))]
+        lines.append("| mean | " + " | ".join(f"{v:.3g}" if i > len(kinds) + 1 else f"{v:.2f}"
+                                             for i, v in enumerate(means)) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -75,6 +110,8 @@ def main() -> None:
     ap.add_argument("--at", type=int, nargs="+", default=[0, 1, 2, 5, 10, 20, 30, 40, 51])
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     ap.add_argument("--tag", default="run")
+    ap.add_argument("--round-gamma", type=float, default=None,
+                    help="a probe: γ of the compressed rounds only (training keeps the run's γ)")
     ap.add_argument("extra", nargs="*", help="more `decent8 train` options for every run")
     a = ap.parse_args()
     if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # a check that it runs
@@ -87,8 +124,10 @@ def main() -> None:
     for seed in a.seeds:
         folder = train_once(out, f"{a.tag}-seed{seed}", [*a.extra, f"seed={seed}"])
         for kind in a.kinds:
-            rows += [{"seed": seed, **r} for r in rounds_table(folder, kind, a.rounds, set(a.at))]
-    (out / f"{a.tag}-{'-'.join(a.kinds)}-r{a.rounds}.json").write_text(json.dumps(rows, indent=1) + "\n")
+            rows += [{"seed": seed, **r} for r in rounds_table(folder, kind, a.rounds, set(a.at), a.round_gamma)]
+    print(markdown(rows, a.rounds))
+    g = "" if a.round_gamma is None else f"-g{a.round_gamma:g}"
+    (out / f"{a.tag}-{'-'.join(a.kinds)}-r{a.rounds}{g}.json").write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":
