@@ -238,6 +238,7 @@ class TrainConfig(Options):
     tensorboard: str = "auto"       # auto (events in <run>/tensorboard/ when tensorboardX is installed) | true | false
     # --- breadth (issue 33): experiment tracking
     tracking: Optional[str] = None  # comma-separated: tensorboard, mlflow (file store <run>/mlruns), wandb (offline); train/tracking.py
+    title: Optional[str] = None     # figure titles of the run (null: a short description of the config; train/titles.py)
     precision: str = "fp32"         # fp32 | int8 (8-bit training, quant group; messages travel as 8-bit values)
     dist_timeout_s: float = 60.0    # backend=distributed: seconds a node waits for a peer (exchange, collective, start-up)
     loss: str = "cross_entropy"     # cross_entropy | logistic | mse | pkg.module:function (task.py)
@@ -280,7 +281,7 @@ def partition_label(cfg: TrainConfig, ascii_only: bool = False) -> str:
 #: data.eval_batch_size only splits the test set into calls: per-sample outputs are the same
 #: (bitwise for ResNet-20 at 128 and 1024, benchmarks/eval_batch.py), and on CPU 128 is 2x faster
 EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.compile", "data.eval_batch_size",
-                               "eval.node_chunk"})
+                               "eval.node_chunk", "title"})
 
 GROUPS = tuple(f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory))  # type: ignore[arg-type]
 

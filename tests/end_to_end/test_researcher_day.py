@@ -105,7 +105,7 @@ def test_report_of_run_folders_aggregates_seeds(three_seeds, tmp_path):
     accs = [100 * json.loads((Path(r) / "summary.json").read_text())["mean_node_accuracy"] for r in runs]
     r = _cli(["report", *runs, "--out", str(tmp_path / "cmp")], tmp_path)
     assert r.returncode == 0, r.stderr
-    assert format_mean_se(accs, show_n=False) in r.stdout and "(n=3)" in r.stdout
+    assert format_mean_se(accs, show_n=False) in r.stdout and "(s.e., n=3)" in r.stdout
     for png in ("curves.png", "accuracy_vs_bytes.png"):
         assert (tmp_path / "cmp" / "figures" / png).stat().st_size > 5000
     # the folder holding them reads as a sweep over seed: the same aggregate
@@ -138,7 +138,8 @@ def test_sweep_table_aggregates_seeds():
     finished.append((Cell({"algorithm": "dpsgd", "seed": "0"}), summ(0.9806)))
     text, headers, rows = results_table(["algorithm", "seed"], finished)
     assert "seed" not in headers and "n" in headers
-    assert rows[0][:3] == ["choco", "3", "97.32 ± 0.85"]
+    assert rows[0][:3] == ["choco", "3", "97.32 ± 0.49"]   # ± s.e. = s.d. 0.85 / √3, as in report.md
+    assert "± s.e." in headers[2]
     assert rows[1][:3] == ["dpsgd", "1", "98.06"]
     assert "98.0600" not in text
 

@@ -133,7 +133,7 @@ def _main(argv: list[str] | None = None) -> int:
     if ns.command is None:
         parser.print_help()
         return 0
-    warn_repeated_keys(argv[1:])
+    warn_repeated_keys(list(getattr(ns, "args", None) or getattr(ns, "train_args", None) or []))
     try:
         return int(ns.func(ns) or 0)
     except ConfigError as e:

@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="mean_node: mean over nodes of each node's model (docs/algorithms.md §8, default); "
                             "averaged: the averaged model")
         p.add_argument("--no-figures", action="store_true", help="the table only")
+        p.add_argument("--title", help="the report's heading and the figures' titles (default: the sweep's title, "
+                                       "or what its runs share and vary, e.g. 'digits, 8 nodes, 2 epochs — by skew')")
         p.add_argument("--out", metavar="DIR", help="where a comparison of run folders goes (default: "
                                                     "compare-<time stamp> beside the first run folder)")
         p.set_defaults(func=run, compare=name == "compare")
@@ -53,9 +55,10 @@ def _run(ns: argparse.Namespace) -> int:
                                         f"sweep folders one by one")
         out = ns.out or str(Path(runs[0]).resolve().parent /
                             f"compare-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}")
-        reports = [compare_runs(runs, out, METRICS[ns.metric], figures=not ns.no_figures)]
+        reports = [compare_runs(runs, out, METRICS[ns.metric], figures=not ns.no_figures, title=ns.title)]
     else:
-        reports = (build_report(folder, METRICS[ns.metric], figures=not ns.no_figures) for folder in ns.folders)
+        reports = (build_report(folder, METRICS[ns.metric], figures=not ns.no_figures, title=ns.title)
+                   for folder in ns.folders)
     for i, (text, path) in enumerate(reports):
         try:
             if i:

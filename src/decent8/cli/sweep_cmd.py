@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..config import EXECUTION_OPTIONS, apply_options, evolve, flatten, from_dict, load_config, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError
-from ..experiments.aggregate import format_mean_std
+from ..experiments.aggregate import format_mean_se
 from ..experiments.report import AGGREGATED, build_report
 from ..experiments.presets import Cell, Plan, cell_config, list_presets, make_plan
 from ..train.build import build
@@ -58,6 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="one alternative that sets several options together (repeatable)")
     p.add_argument("--name", help="sweep folder name under out_dir (default: the preset name and scale, "
                                   "or sweep-<time stamp>)")
+    p.add_argument("--title", help="the title of report.md and of the figures (default: a preset's title, or what "
+                                   "the runs share, e.g. 'digits, 8 nodes, 2 epochs')")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run N cells at once, each in its own process with cores/N threads (default 1: in this process)")
     p.add_argument("--dry-run", action="store_true", help="validate every cell and print the plan; run nothing")
@@ -98,9 +100,11 @@ def expand(overrides: list[str], cells: list[str]) -> tuple[list[str], list[list
 
 
 def cell_name(cell: list[str]) -> str:
+    """A cell's folder name, portable (letters, digits, ``-``, ``_``): ``skew=0.9`` → ``skew-0p9``;
+    any other character (``:`` of an import path, ``/``, spaces) becomes ``-``."""
     if not cell:
         return "base"
-    return "_".join(kv.replace("=", "-").replace("/", "-").replace(".", "p") for kv in cell)
+    return "_".join(re.sub(r"[^A-Za-z0-9_-]", "-", kv.replace("=", "-").replace(".", "p")) for kv in cell)
 
 
 
@@ -135,7 +139,7 @@ def default_sweep_name(plan: Plan) -> str:
     return f"sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-def write_plan(sweep_dir: Path, plan: Plan, argv: list[str]) -> None:
+def write_plan(sweep_dir: Path, plan: Plan, argv: list[str], title: str | None = None) -> None:
     """``sweep.json``: the plan. A folder that already holds a plan of the same preset and
     base overrides keeps its cells: a part of the grid run later (``seed=1,2 comp=99``)
     adds to the plan, so ``decent8 report`` sees every cell and ``commands`` lists each run."""
@@ -152,7 +156,8 @@ def write_plan(sweep_dir: Path, plan: Plan, argv: list[str]) -> None:
         commands = [c for c in old.get("commands") or [old.get("command")] if c and c != command]
     doc = {
         "preset": p.name if p else None, "preset_path": str(p.path) if p else None,
-        "config": plan.config_path, "title": p.title if p else None, "source": p.source if p else None,
+        "config": plan.config_path, "title": title or (p.title if p else None) or (old or {}).get("title"),
+        "source": p.source if p else None,
         "scale": plan.scale, "axes": axes, "base_overrides": plan.base,
         "cells": cells,
         "report": p.report if p else {}, "paper": p.paper if p else [],
@@ -320,21 +325,30 @@ def planned_results(sweep_dir: Path, results: dict[str, dict | str]) -> tuple[li
     return list(doc.get("axes") or []), out
 
 
+#: what every ± of the sweep's table is (printed under it, and in results.md)
+SPREAD_NOTE = "± = standard error of the mean over the n seeds (s/√n); one run: no ±"
+
+
 def results_table(axes: list[str], finished: list) -> tuple[str, list[str], list[list[str]]]:
-    """One row per configuration; cells that differ only in ``seed`` aggregate to mean ± std (n).
-    Returns (text table, headers, rows of strings)."""
+    """One row per configuration; cells that differ only in ``seed`` aggregate to mean ± s.e.
+    (s/√n, the same statistic as report.md; n its own column). A regression sweep shows its
+    test RMSE and R² instead of accuracies. Returns (text table, headers, rows of strings)."""
     keys = [k for k in axes if k not in AGGREGATED]
     groups: dict[tuple, list[dict]] = {}
     for cell, s in finished:
         groups.setdefault(tuple(cell.labels.get(k, "") for k in keys), []).append(s)
-    headers = keys + ["n", "mean node acc %", "avg model acc %", "consensus dist", "bytes/node", "wall s"]
+    regression = not any(_numbers(ss, "mean_node_accuracy") for ss in groups.values()) and \
+        any(_numbers(ss, "mean_node_rmse") for ss in groups.values())
+    quality = (("mean node RMSE ± s.e.", "mean_node_rmse", 1.0), ("avg model R² ± s.e.", "averaged_model_r2", 1.0)) \
+        if regression else (("mean node acc % ± s.e.", "mean_node_accuracy", 100.0),
+                            ("avg model acc % ± s.e.", "averaged_model_accuracy", 100.0))
+    headers = keys + ["n", *(q[0] for q in quality), "consensus dist", "bytes/node", "wall s"]
     rows = []
     for key, ss in groups.items():
         cd = _numbers(ss, "consensus_distance")
         rows.append(list(key) + [
             str(len(ss)),
-            _percent(_numbers(ss, "mean_node_accuracy")),
-            _percent(_numbers(ss, "averaged_model_accuracy")),
+            *(_mean_se(_numbers(ss, k), scale) for _, k, scale in quality),
             f"{sum(cd) / len(cd):.2e}" if cd else "n/a",
             human_bytes(sum(_numbers(ss, "bytes_sent_per_node")) / len(ss)),
             f"{sum(_numbers(ss, 'wall_time_s')) / len(ss):.1f}"])
@@ -346,8 +360,10 @@ def _numbers(summaries: list[dict], key: str) -> list[float]:
     return [s[key] for s in summaries if isinstance(s.get(key), (int, float)) and not isinstance(s.get(key), bool)]
 
 
-def _percent(values: list[float]) -> str:
-    return format_mean_std([100 * v for v in values], show_n=False) if values else "n/a"
+def _mean_se(values: list[float], scale: float = 100.0) -> str:
+    """Mean ± standard error of ``scale``·values (n is the table's own column)."""
+    return format_mean_se([scale * v for v in values], show_n=False, single=2 if scale == 100.0 else 4) \
+        if values else "n/a"
 
 
 def markdown(headers: list[str], rows: list[list[str]]) -> str:
@@ -394,7 +410,7 @@ def run(ns: argparse.Namespace) -> int:
         print(format_table(["cell", "overrides"], rows))
         print("base: " + " ".join(plan.base))
         return 0
-    write_plan(sweep_dir, plan, list(ns.args) + (["--name", ns.name] if ns.name else []))
+    write_plan(sweep_dir, plan, list(ns.args) + (["--name", ns.name] if ns.name else []), getattr(ns, "title", None))
     if ns.plan_only:
         planned = _read_plan(sweep_dir) or {}
         names = [c.get("name") for c in planned.get("cells", [])]
@@ -417,6 +433,7 @@ def run(ns: argparse.Namespace) -> int:
     axes, finished = planned_results(sweep_dir, results)
     table, headers, rows = results_table(axes, finished)
     print(table)
+    print(SPREAD_NOTE)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(axes + ["mean_node_accuracy", "averaged_model_accuracy", "consensus_distance", "bytes_sent_per_node",
@@ -429,7 +446,7 @@ def run(ns: argparse.Namespace) -> int:
     atomic_write_text(sweep_dir / "results.csv", buf.getvalue())
     atomic_write_text(sweep_dir / "results.json", json.dumps(
         [{"cell": cell.overrides, "labels": cell.labels, "run": cell.name, **s} for cell, s in finished], indent=2) + "\n")
-    atomic_write_text(sweep_dir / "results.md", markdown(headers, rows))
+    atomic_write_text(sweep_dir / "results.md", markdown(headers, rows) + "\n" + SPREAD_NOTE + "\n")
     build_report(sweep_dir)       # report.md + figures/ (curves on shared axes, accuracy vs bytes, ...)
     print(f"sweep folder: {sweep_dir}   (report.md and figures/ written; redraw with: decent8 report {sweep_dir})")
     if failed:

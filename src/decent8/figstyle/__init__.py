@@ -44,13 +44,15 @@ def series_style(i: int) -> dict[str, Any]:
 
 
 def colors(n: int) -> list[Any]:
-    """``n`` colours, none repeated: the palette, then evenly spaced hues."""
+    """``n`` colours, none repeated and colour-blind safe: the Okabe–Ito palette for up to 8,
+    else ``n`` evenly spaced steps of viridis (perceptually uniform, readable by the common
+    colour-vision deficiencies and in grey), e.g. for 10 classes."""
     if n <= len(PALETTE):
         return PALETTE[:n]
     import matplotlib
 
-    cmap = matplotlib.colormaps["turbo"]
-    return [cmap((i + 0.5) / n) for i in range(n)]
+    cmap = matplotlib.colormaps["viridis"]
+    return [cmap(i / (n - 1) * 0.95) for i in range(n)]
 
 
 def wrap(title: str, width_in: float, fontsize: float = 10) -> str:

@@ -60,9 +60,9 @@ def honest_ylim(ax: Any, lows: Sequence[float], highs: Sequence[float], min_span
 def bytes_axis(ax: Any, which: str = "x") -> None:
     """A logarithmic byte axis labelled in units (``1 KB``, ``10 MB``): decades labelled, the
     ticks in between unlabelled (the default formatter's minor labels overlap), except the 2
-    and 5 of a range of 1.2–2.5 decades. A range of less than ~1 decade gets three or four
-    round values instead (200 KB, 300 KB, 400 KB), where the default falls back to a dense
-    linear locator. Call after the data is drawn."""
+    and 5 of a range of 1.2–2.5 decades; 1, 2 and 5 of each decade for a range of 0.5–1.2
+    decades (10 KB, 20 KB, 50 KB); three or four round values for less (200 KB, 300 KB,
+    400 KB), where the default falls back to a dense linear locator. Call after the data is drawn."""
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     axis = ax.xaxis if which == "x" else ax.yaxis
@@ -70,7 +70,9 @@ def bytes_axis(ax: Any, which: str = "x") -> None:
     ax.autoscale_view()
     lo, hi = (ax.get_xlim() if which == "x" else ax.get_ylim())
     fmt = FuncFormatter(lambda v, _pos: human_bytes(v, 3))
-    if lo > 0 and math.log10(hi / lo) < 1.2:
+    if lo > 0 and 0.5 <= math.log10(hi / lo) < 1.2:   # about a decade: 1-2-5 steps, evenly spread on a log axis
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
+    elif lo > 0 and math.log10(hi / lo) < 0.5:
         scale, _ = unit_of(hi)
         axis.set_major_locator(_Scaled(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]), scale))
     else:
@@ -108,10 +110,29 @@ class _Scaled:
 
 
 def log_axis(ax: Any, which: str = "y") -> None:
-    """A logarithmic axis whose in-between ticks are unlabelled (their labels overlap)."""
-    from matplotlib.ticker import LogLocator, NullFormatter
+    """A logarithmic axis whose in-between ticks are unlabelled (their labels overlap). Call
+    after the data is drawn: a range of less than about one decade (where no power of ten,
+    or one, falls inside) gets three to five round values labelled instead (0.4, 0.45, 0.5),
+    so that the axis always has numbers."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    ax.autoscale_view()
+    lo, hi = (ax.get_xlim() if which == "x" else ax.get_ylim())
+    if lo > 0 and hi > lo and math.log10(hi / lo) < 1.3:
+        inner = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])
+        axis.set_major_locator(_Scaled(inner, 1.0))
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
+        axis.set_minor_locator(NullLocator())
+        return
     axis.set_major_locator(LogLocator(base=10, numticks=7))
     axis.set_minor_formatter(NullFormatter())
+
+
+def has_tick_labels(axis: Any) -> bool:
+    """True when ``axis`` (an x- or y-axis, drawn) shows at least one numbered tick in its view."""
+    lo, hi = sorted(axis.get_view_interval())
+    labels = [t.get_text() for t in axis.get_ticklabels(which="both")
+              if t.get_visible() and t.get_text() and lo <= t.get_position()[0 if axis.axis_name == "x" else 1] <= hi]
+    return bool(labels)

@@ -24,12 +24,17 @@ def plot_runs(runs: Sequence[tuple[str, list[dict[str, Any]]]], path: str | os.P
     runs = [(label, rows) for label, rows in runs if rows]
     if not runs:
         return
-    accuracy = runs[0][1][0].get("mean_node_accuracy") is not None  # a regression task plots its test loss
+    first = runs[0][1][0]
+    accuracy = first.get("mean_node_accuracy") is not None
+    # a regression run plots its test R² (or its test loss, on a log axis, where it has none)
+    key, scale, ylabel = (("mean_node_accuracy", 100.0, "test accuracy (%)") if accuracy else
+                          ("mean_node_r2", 1.0, "test R²") if first.get("mean_node_r2") is not None else
+                          ("mean_node_loss", 1.0, "test loss"))
     fig = new_figure(9, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
     for i, (label, rows) in enumerate(runs):
         style = series_style(i)
-        acc = [100 * r["mean_node_accuracy"] if accuracy else r["mean_node_loss"] for r in rows]
+        acc = [scale * r[key] for r in rows]
         ax1.plot([r["sim_time_s"] for r in rows], acc, label=label, **style)
         sent = [(r["bytes_sent_per_node"], a) for r, a in zip(rows, acc) if r["bytes_sent_per_node"] > 0]
         if sent:
@@ -41,8 +46,8 @@ def plot_runs(runs: Sequence[tuple[str, list[dict[str, Any]]]], path: str | os.P
     if time_log:
         log_axis(ax1, "x")
     for ax in (ax1, ax2):
-        ax.set_ylabel("test accuracy (%)" if accuracy else "test loss")
-        if not accuracy:
+        ax.set_ylabel(ylabel)
+        if key == "mean_node_loss":
             log_axis(ax, "y")
         if target is not None:
             ax.axhline(target, color="grey", linestyle=":", linewidth=1)

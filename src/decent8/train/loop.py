@@ -39,6 +39,7 @@ from ..data.class_table import plot_class_heatmap
 from ..data.partition import class_counts
 from .tracking import Trackers
 from .user_metrics import quality_metrics
+from .titles import config_title
 from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creatable
 from ..models.execution import (ExecutionChoice, choose_chunk, parse_compile, parse_execution, probe,
                                resolve_compile)
@@ -514,8 +515,8 @@ class Session:
             due = (epoch + 1) % max(1, self.cfg.epochs // 10) == 0 and time.monotonic() - self.plotted_at >= PLOT_EVERY_S
             if last or due:   # finish() draws the curves once more after consensus rounds
                 if not (last and self.cfg.algorithm.consensus_rounds > 0):
-                    plot_curves(self.rows, self.run.file("curves.png"), title=self.run.path.name)
-                plot_time(self.rows, self.run.file("time.png"), title=self.run.path.name)
+                    plot_curves(self.rows, self.run.file("curves.png"), title=config_title(self.cfg))
+                plot_time(self.rows, self.run.file("time.png"), title=config_title(self.cfg))
                 self.plotted_at = time.monotonic()
                 raise_pending()  # plotting drops figures in weakref callbacks, which swallow exceptions
 
@@ -537,7 +538,7 @@ class Session:
             rows.append(final)
             if comm.is_main:
                 self.run.write_metrics(rows)
-                plot_curves(rows, self.run.file("curves.png"), title=self.run.path.name)
+                plot_curves(rows, self.run.file("curves.png"), title=config_title(self.cfg))
         summary = run_summary(self.c, self.engine, self.timer, final, before, given)
         summary["asynchronous"] = self.runner.summary() if self.runner is not None else None  # AD-PSGD: staleness
         raise_pending()

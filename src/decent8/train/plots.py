@@ -35,40 +35,63 @@ def _epoch_axis(ax: Any, ep: Sequence[float]) -> None:
         ax.set_xlim(ep[0] - 1, ep[0] + 1)
 
 
+def split_final(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The evaluations during training, and the final one after the consensus rounds (None
+    without rounds): drawn as its own labelled point, never joined to the curve."""
+    during = [r for r in rows if not r.get("after_consensus_rounds")]
+    post = [r for r in rows if r.get("after_consensus_rounds")]
+    return during, (post[-1] if post else None)
+
+
+def _quality(rows: Sequence[dict[str, Any]]) -> tuple[str, str, float, bool]:
+    """What the first panel shows: (row key suffix, y label, scale, log axis) — accuracy for
+    a classifier, R² for a regression run that has it, else the test loss."""
+    first = rows[0]
+    if first.get("mean_node_accuracy") is not None:
+        return "accuracy", "test accuracy (%)", 100.0, False
+    if first.get("mean_node_r2") is not None:
+        return "r2", "test R²", 1.0, False
+    return "loss", "test loss", 1.0, True
+
+
 @styled
 def plot_curves(rows: list[dict[str, Any]], path: str | os.PathLike, title: str = "") -> None:
+    """A run's curves.png: test accuracy (R² or test loss for regression), losses and the
+    consensus distance per evaluation, one marker per evaluation; the evaluation after the
+    final consensus rounds (= summary.json) a labelled star beside the last epoch."""
+    rows, post = split_final(rows)
     if not rows:
         return
     ep = [r["epoch"] for r in rows]
     mk = _marker(len(rows))
     fig = new_figure(11, 3.5)
     ax1, ax2, ax3 = fig.subplots(1, 3)
-    if rows[0].get("mean_node_accuracy") is not None:
-        ax1.plot(ep, [100 * r["mean_node_accuracy"] for r in rows], marker=mk, label="mean of node models")
-        ax1.plot(ep, [100 * r["averaged_model_accuracy"] for r in rows], "--", marker=mk, mfc="none",
-                 label="averaged model")
-        ax1.set_ylabel("test accuracy (%)")
-    else:  # a regression task: test loss instead of accuracy
-        ax1.plot(ep, [r["mean_node_loss"] for r in rows], marker=mk, label="mean of node models")
-        ax1.plot(ep, [r["averaged_model_loss"] for r in rows], "--", marker=mk, mfc="none", label="averaged model")
-        log_axis(ax1, "y")
-        ax1.set_ylabel("test loss")
-    last = rows[-1]
-    if last.get("after_consensus_rounds"):  # the final evaluation, after the gossip-only rounds (= summary.json)
-        key = "accuracy" if last.get("mean_node_accuracy") is not None else "loss"
-        scale = 100 if key == "accuracy" else 1
-        ax1.plot([last["epoch"]] * 2, [scale * last[f"mean_node_{key}"], scale * last[f"averaged_model_{key}"]],
-                 "*", color="k", markersize=9, label=f"after {last['after_consensus_rounds']} consensus rounds")
-    ax1.legend(loc="best")
+    key, ylabel, scale, logy = _quality(rows)
+    ax1.plot(ep, [scale * r[f"mean_node_{key}"] for r in rows], marker=mk, label="mean of node models")
+    ax1.plot(ep, [scale * r[f"averaged_model_{key}"] for r in rows], "--", marker=mk, mfc="none",
+             label="averaged model")
+    ax1.set_ylabel(ylabel)
     ax2.plot(ep, [r["train_loss"] for r in rows], marker=mk, label="train (mean over nodes)")
     ax2.plot(ep, [r["averaged_model_loss"] for r in rows], "--", marker=mk, mfc="none", label="test, averaged model")
     ax2.set_ylabel("loss")
-    ax2.legend(loc="best")
-    ax3.plot(ep, [max(r["consensus_distance"], 1e-30) for r in rows], marker=mk)
-    log_axis(ax3, "y")
+    ax3.plot(ep, [max(r["consensus_distance"], 1e-30) for r in rows], marker=mk, label="during training")
     ax3.set_ylabel("consensus distance 1/n Σ‖x_i − x̄‖²")
+    if post is not None:   # the final evaluation, after the gossip-only rounds (= summary.json)
+        what = f"after {post['after_consensus_rounds']} consensus rounds"
+        x = post["epoch"] + 0.15 * max(1.0, (ep[-1] - ep[0]) / max(1, len(ep) - 1))
+        if post.get(f"mean_node_{key}") is not None:
+            ax1.plot([x, x], [scale * post[f"mean_node_{key}"], scale * post[f"averaged_model_{key}"]], "*",
+                     color="k", markersize=9, label=what)
+        ax2.plot([x], [post["averaged_model_loss"]], "*", color="k", markersize=9, label=what)
+        ax3.plot([x], [max(post["consensus_distance"], 1e-30)], "*", color="k", markersize=9, label=what)
+        ax3.legend(loc="best")
+    ax1.legend(loc="best")
+    ax2.legend(loc="best")
+    if logy:
+        log_axis(ax1, "y")
+    log_axis(ax3, "y")
     for ax in (ax1, ax2, ax3):
-        _epoch_axis(ax, ep)
+        _epoch_axis(ax, ep + ([post["epoch"]] if post is not None else []))
     set_title(fig, title)
     save(fig, path)
 
@@ -114,6 +137,8 @@ def _legend_below(fig: Any, ax: Any, n: int) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return
+    order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("★"))   # the marker key last
+    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
     longest = max(len(s) for s in labels)
     per_row = max(1, min(len(labels), int(fig.get_figwidth() * 72 / (longest * 4.4 + 30))))
     fig.legend(handles, labels, loc="outside lower center", ncols=per_row)
@@ -133,18 +158,28 @@ def plot_groups(groups: Sequence[Group], path: str | os.PathLike, title: str = "
         return False
     fig = new_figure(11, 3.6 + 0.22 * math.ceil(len(groups) / 3))
     ax1, ax2, ax3 = fig.subplots(1, 3)
+    post_drawn = False
     for i, g in enumerate(groups):
         style = series_style(i)
         n = sum(1 for r in g.runs if r)
         label = with_n(g.label, n)
-        xs, ms, ss = _band(g.runs, "epoch", metric, 100.0)
+        during = [split_final(r)[0] for r in g.runs]
+        xs, ms, ss = _band(during, "epoch", metric, 100.0)
         if xs:
             _draw(ax1, xs, ms, ss, style, label, n)
-        lx, lm, ls = _band(g.runs, "epoch", "train_loss")
+            finals = [f for f in (split_final(r)[1] for r in g.runs) if f is not None and f.get(metric) is not None]
+            if finals:   # after the final consensus rounds: a star beside the last epoch, not on the line
+                x = xs[-1] + 0.12 * max(1.0, (xs[-1] - xs[0]) / max(1, len(xs) - 1))
+                ax1.plot([x], [100.0 * sum(f[metric] for f in finals) / len(finals)], "*", color=style["color"],
+                         markersize=9, markeredgecolor="k", markeredgewidth=0.5,
+                         label=None if post_drawn else
+                         f"★ after the {finals[0]['after_consensus_rounds']} final consensus rounds")
+                post_drawn = True
+        lx, lm, ls = _band(during, "epoch", "train_loss")
         if lx:
             _draw(ax2, lx, lm, ls, style, label, n)
         # x = the mean bytes sent by each evaluation (the same for every seed of a configuration)
-        bx, bs, _ = _band(g.runs, "epoch", "bytes_sent_per_node")
+        bx, bs, _ = _band(during, "epoch", "bytes_sent_per_node")
         keep = [k for k, b in enumerate(bs) if b > 0]
         if xs and bx == xs and keep:
             _draw(ax3, [bs[k] for k in keep], [ms[k] for k in keep], [ss[k] for k in keep], style, label, n)
@@ -158,8 +193,10 @@ def plot_groups(groups: Sequence[Group], path: str | os.PathLike, title: str = "
     if ax3.lines:
         bytes_axis(ax3, "x")
     _legend_below(fig, ax1, len(groups))
-    spread_note = " — mean ± 1 s.d. over n seeds" if any(sum(1 for r in g.runs if r) > 1 for g in groups) else ""
-    set_title(fig, (title or "comparison") + spread_note)
+    if any(sum(1 for r in g.runs if r) > 1 for g in groups):   # what the bands are, on the axes they shade
+        ax1.text(0.99, 0.02, "bands: ± 1 s.d. over n seeds", transform=ax1.transAxes, ha="right", va="bottom",
+                 fontsize="small", color="0.35")
+    set_title(fig, title or "Training curves")
     save(fig, path)
     return True
 
@@ -192,7 +229,9 @@ def plot_accuracy_vs_bytes(groups: Sequence[Group], path: str | os.PathLike, tit
     ax.set_xlabel("bytes sent per node (whole run)")
     ax.set_ylabel(_accuracy_label(metric))
     _legend_below(fig, ax, len(pts))
-    note = "mean ± 1 s.d. over n seeds" if any(sd is not None for *_, sd, _ in pts) else "one seed each"
-    set_title(fig, f"{title or 'accuracy vs bytes sent'} ({note})")
+    if any(sd is not None for *_, sd, _ in pts):   # what the bars are, where they are drawn (not in the title)
+        ax.text(0.99, 0.02, "bars: ± 1 s.d. over the n seeds", transform=ax.transAxes, ha="right", va="bottom",
+                fontsize="small", color="0.35")
+    set_title(fig, title or "Final accuracy vs bytes sent")
     save(fig, path)
     return True

@@ -25,6 +25,8 @@ def _legend_below(fig: Any, handles: list[Any], labels: list[str]) -> None:
     """One legend under the axes, as many entries per row as the width holds."""
     if not handles:
         return
+    order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("★"))   # the marker key last
+    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
     longest = max(len(s) for s in labels)
     per_row = max(1, min(len(labels), int(fig.get_figwidth() * 72 / (longest * 4.4 + 30))))
     fig.legend(handles, labels, loc="outside lower center", ncols=per_row)
@@ -73,9 +75,10 @@ def plot_accuracy_vs_skew(sw: Sweep, path: Path, metric: str = "mean_node_accura
                     py.append(paper)
             values += ys + py
             if xs:
-                ax.plot(xs, ys, style, marker="o", color=color, mfc=face, label=f"{label} (ours)")
+                ax.plot(xs, ys, style, marker="o", color=color, mfc=face, label=label)
             if px:
-                ax.plot(px, py, style, marker="x", color=color, alpha=0.45, linewidth=1, label=f"{label} (paper)")
+                ax.plot(px, py, style, marker="x", color=color, alpha=0.45, linewidth=1,
+                        label=f"{label}, published")
         name = ", ".join(f"{_AXIS_TITLES.get(a, a)} {v}" for a, v in zip(others, panel))
         set_axes_title(ax, name)
         ax.set_xlabel("degree of skew")
@@ -145,8 +148,9 @@ def _short_axis(axis: str) -> str:
 
 
 def _figure_title(sw: Sweep, prefix: dict[str, Any], what: str) -> str:
-    fig = (sw.report or {}).get("figure")
-    bits = [f"{fig}: " if fig else "", sw.title if sw.title else "", f" — {what}"]
+    """``what`` and the sweep's title (the user's ``--title``, a preset's name), never a
+    figure number: the figure is the user's."""
+    bits = [what[:1].upper() + what[1:], f" — {sw.title}" if sw.title else ""]
     if sw.scale:
         bits.append(f" (scale {sw.scale:g})")
     return "".join(bits)
@@ -154,26 +158,49 @@ def _figure_title(sw: Sweep, prefix: dict[str, Any], what: str) -> str:
 
 @styled
 def plot_validation_error(sw: Sweep, path: Path, metric: str = "mean_node_accuracy", max_lines: int = 12) -> bool:
-    """Figure 1: validation error (%) vs epoch, one line per cell (per ``report.curves`` value)."""
+    """Figure 1: validation error (%) vs epoch, one line per configuration (seeds averaged,
+    n in the legend; per ``report.curves`` value when the preset names one), a marker per
+    evaluation, whole-epoch ticks; the evaluation after the final consensus rounds is a
+    star beside the last epoch, labelled, never joined to the line."""
     from ...figstyle import series_style
+    from ...train.plots import _band, _epoch_axis, split_final
 
     key = (sw.report or {}).get("curves")
-    cells = [c for c in sw.cells if len(c.metrics) >= 1]
-    if not cells or (key is None and len(cells) > max_lines):
+    series: dict[str, list[list[dict[str, Any]]]] = {}
+    for c in sw.cells:
+        if not c.metrics:
+            continue
+        label = (str(c.labels.get(key, c.name)) if key else group_label(c.labels)) or sw.title or c.name
+        series.setdefault(label, []).append(c.metrics)
+    if not series or len(series) > max_lines:
         return False
-    fig = new_figure(6.4, 4.0)
+    fig = new_figure(6.4, 4.2 + 0.2 * len(series))
     ax = fig.add_subplot(1, 1, 1)
-    for i, c in enumerate(cells):
-        xs = [r["epoch"] for r in c.metrics if metric in r]
-        ys = [100.0 * (1.0 - r[metric]) for r in c.metrics if metric in r]
+    epochs: list[float] = []
+    post_drawn = False
+    for i, (label, runs) in enumerate(series.items()):
+        during = [split_final(rows)[0] for rows in runs]
+        xs, ms, _ = _band(during, "epoch", metric, 100.0)
         if not xs:
             continue
-        label = c.labels.get(key, c.name) if key else (" ".join(f"{k}={v}" for k, v in c.labels.items()) or c.name)
         style = series_style(i)
         if len(xs) >= 30:
             style["marker"] = None
-        ax.plot(xs, ys, label=label, **style)
-    ax.set_xlabel("epoch")
+        n = len(runs)
+        ax.plot(xs, [100.0 - m for m in ms], label=label + (f" (mean of n={n})" if n > 1 else ""), **style)
+        epochs += xs
+        finals = [split_final(rows)[1] for rows in runs]
+        finals = [f for f in finals if f is not None and f.get(metric) is not None]
+        if finals:
+            x = xs[-1] + 0.12 * max(1.0, (xs[-1] - xs[0]) / max(1, len(xs) - 1))
+            y = 100.0 - 100.0 * sum(f[metric] for f in finals) / len(finals)
+            rounds = finals[0]["after_consensus_rounds"]
+            ax.plot([x], [y], "*", color=style["color"], markersize=10, markeredgecolor="k", markeredgewidth=0.5,
+                    label=None if post_drawn else f"★ after the {rounds} final consensus rounds")
+            post_drawn = True
+    if not ax.lines:
+        return False
+    _epoch_axis(ax, epochs)
     ax.set_ylabel("validation error (%)")
     handles, labels = ax.get_legend_handles_labels()
     _legend_below(fig, handles, labels)
@@ -230,7 +257,7 @@ def plot_class_distribution(sw: Sweep, path: Path) -> bool:
     axes[0].set_ylabel("training samples")
     handles, labels = axes[-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", title="class")
-    set_title(fig, "Figure 2: class distribution per node" + (f" — {sw.title}" if sw.title else ""))
+    set_title(fig, "Class distribution per node" + (f" — {sw.title}" if sw.title else ""))
     save(fig, path)
     return True
 
@@ -252,9 +279,9 @@ def sweep_figures(sw: Sweep, fig_dir: Path, metric: str = "mean_node_accuracy") 
     """The figures of any sweep or comparison: curves on shared axes, accuracy vs bytes."""
     made = []
     groups = groups_of(sw)
-    if plot_groups(groups, fig_dir / "curves.png", f"{sw.title} — accuracy, loss and accuracy vs bytes", metric):
+    if plot_groups(groups, fig_dir / "curves.png", f"Training curves — {sw.title}", metric):
         made.append(("Curves on shared axes", f"{fig_dir.name}/curves.png"))
-    if plot_accuracy_vs_bytes(groups, fig_dir / "accuracy_vs_bytes.png", f"{sw.title} — final accuracy vs bytes "
-                              f"sent per node", metric):
+    if plot_accuracy_vs_bytes(groups, fig_dir / "accuracy_vs_bytes.png", f"Final accuracy vs bytes sent — {sw.title}",
+                              metric):
         made.append(("Accuracy vs bytes sent per node", f"{fig_dir.name}/accuracy_vs_bytes.png"))
     return made

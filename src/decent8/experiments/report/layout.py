@@ -33,6 +33,7 @@ def layout(sw: Sweep) -> tuple[dict[str, Any], list[str], dict[str, dict[str, An
         return (dict(rep.get("rows") or {}), [a for a in rep.get("row_axes") or [] if a not in AGGREGATED],
                 dict(rep["columns"]))
     col_keys = [k for k in ("algorithm", "precision", "optimizer.kind") if k in sw.axes]
+    col_keys += _set_with_method(sw, col_keys)
     row_axes = [k for k in sw.axes if k not in col_keys and k not in AGGREGATED]
     specs: dict[str, dict[str, Any]] = {}
     for c in sw.cells:
@@ -54,6 +55,23 @@ def layout(sw: Sweep) -> tuple[dict[str, Any], list[str], dict[str, dict[str, An
                 and _config_value(cfgs[0], key) is not None:
             prefix[title] = _config_value(cfgs[0], key)
     return prefix, row_axes, columns
+
+
+def _set_with_method(sw: Sweep, col_keys: Sequence[str]) -> list[str]:
+    """Axes set together with the method (``--cell "algorithm=choco compression=topk"``):
+    each method has one value of them, and they differ between methods. They belong to the
+    method's column, so that swept methods share the table's rows."""
+    if not col_keys:
+        return []
+    out = []
+    for a in sw.axes:
+        if a in col_keys or a in AGGREGATED:
+            continue
+        by_method: dict[tuple, str | None] = {}
+        if all(by_method.setdefault(tuple(c.labels.get(k) for k in col_keys), c.labels.get(a)) == c.labels.get(a)
+               for c in sw.cells) and len(set(by_method.values())) > 1:
+            out.append(a)
+    return out
 
 
 def _sort_key(v: str) -> tuple:

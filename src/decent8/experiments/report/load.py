@@ -153,7 +153,8 @@ def load_sweep(folder: str | os.PathLike) -> Sweep:
     planned = _plan_cells(plan) if isinstance(plan, dict) else None
     if planned:
         cells = [_read_cell(root / name, name, labels) for name, labels in planned]
-        return Sweep(root, str(plan.get("title") or root.name), cells, _list(plan.get("axes")),
+        return Sweep(root, str(plan.get("title") or describe(cells, _list(plan.get("axes")))), cells,
+                     _list(plan.get("axes")),
                      _dict(plan.get("report")), _list(plan.get("paper"), dict),
                      _dict(plan.get("paper_data_gb")), plan.get("scale") if _number(plan.get("scale")) else None,
                      str(plan.get("source") or ""))
@@ -161,7 +162,24 @@ def load_sweep(folder: str | os.PathLike) -> Sweep:
     if not runs:
         raise ConfigError("report", f"{str(folder)!r} is not a sweep folder (no {SWEEP_FILE} and no run folders "
                                     f"with config.yaml)")
-    return _sweep_from_runs(root, runs, root.name)
+    return _sweep_from_runs(root, runs, None)
+
+
+def describe(cells: Sequence[CellResult], axes: Sequence[str]) -> str:
+    """A short title from what the cells share: ``digits, 8 nodes, 2 epochs`` (the default of
+    figure titles and report.md's heading; what they vary is in each figure's axes and legend)."""
+    cfgs = [c.config for c in cells if c.config]
+    if not cfgs:
+        return "runs"
+
+    def shared(key: str) -> Any:
+        vals = {json.dumps(_config_value(cfg, key), default=str) for cfg in cfgs}
+        return _config_value(cfgs[0], key) if len(vals) == 1 else None
+
+    bits = [str(shared("data")) if shared("data") is not None else "",
+            f"{shared('nodes')} nodes" if shared("nodes") is not None and "nodes" not in axes else "",
+            f"{shared('epochs')} epochs" if shared("epochs") is not None and "epochs" not in axes else ""]
+    return ", ".join(b for b in bits if b) or "runs"
 
 
 def _list(v: Any, kind: type = str) -> list[Any]:
@@ -173,14 +191,22 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _sweep_from_runs(root: Path, runs: Sequence[Path], title: str) -> Sweep:
+def _sweep_from_runs(root: Path, runs: Sequence[Path], title: str | None) -> Sweep:
     cells = [_read_cell(p, p.name, {}) for p in runs]
     flats = [flatten(c.config) for c in cells]
     keys = sorted({k for f in flats for k in f})
-    varying = [k for k in keys if k not in _IGNORED and len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
+    varying = [k for k in keys if k not in _IGNORED and _differs([f.get(k) for f in flats])]
     for c, f in zip(cells, flats):
         c.labels = {_short(k): canonical_label(f.get(k)) for k in varying}
-    return Sweep(root, title, cells, [_short(k) for k in varying], {}, [], {}, None)
+    axes = [_short(k) for k in varying]
+    return Sweep(root, title or describe(cells, axes), cells, axes, {}, [], {}, None)
+
+
+def _differs(values: Sequence[Any]) -> bool:
+    """Whether an option tells runs apart: two or more values that are set. A value missing
+    (an older run's config) or null (a default the option's group fills in, such as
+    ``topology.degree`` of another graph) beside one set value is no difference."""
+    return len({json.dumps(v, default=str) for v in values if v is not None}) > 1
 
 
 def _short(key: str) -> str:
@@ -192,7 +218,7 @@ def is_run_folder(path: str | os.PathLike) -> bool:
     return (p / "config.yaml").is_file() and ((p / "summary.json").is_file() or (p / "metrics.jsonl").is_file())
 
 
-def load_runs(paths: Sequence[str | os.PathLike], title: str = "comparison") -> Sweep:
+def load_runs(paths: Sequence[str | os.PathLike], title: str | None = None) -> Sweep:
     """Arbitrary run folders as one sweep: the options that differ between them are its axes
     (runs that differ only in ``seed`` aggregate)."""
     runs = []

@@ -59,8 +59,9 @@ def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, 
             ours = _mean(done) if done else None
             paper = _paper_value(sw, row_axes, row, label)
             txt = format_mean_se(done, show_n=False) if done else "—"
-            if done and n_all > 1:
-                txt += f" (n={len(done)}" + (f" of {n_all}" if len(done) < n_all else "") + ")"
+            if done and n_all > 1:   # every ± says what it is: the standard error over the n seeds
+                txt += (" (s.e., " if len(done) > 1 else " (") + f"n={len(done)}" + \
+                    (f" of {n_all}" if len(done) < n_all else "") + ")"
             if paper is not None:
                 txt += f" [{paper:.2f}]"
                 if ours is not None:

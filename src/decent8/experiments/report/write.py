@@ -21,20 +21,25 @@ from .rounds import rounds_section
 METRICS = {"mean_node": "mean_node_accuracy", "averaged": "averaged_model_accuracy"}
 
 
-def build_report(folder: str | os.PathLike, metric: str = "mean_node_accuracy", figures: bool = True) -> tuple[str, Path]:
-    """Write ``report.md`` and the figures into the sweep folder; returns (markdown, report path)."""
-    return write_report(load_sweep(folder), Path(folder), metric, figures)
+def build_report(folder: str | os.PathLike, metric: str = "mean_node_accuracy", figures: bool = True,
+                 title: str | None = None) -> tuple[str, Path]:
+    """Write ``report.md`` and the figures into the sweep folder; returns (markdown, report path).
+    ``title``: the heading and figure titles (default: the sweep's, or a description of it)."""
+    sw = load_sweep(folder)
+    if title:
+        sw.title = title
+    return write_report(sw, Path(folder), metric, figures)
 
 
 def compare_runs(paths: Sequence[str | os.PathLike], out: str | os.PathLike, metric: str = "mean_node_accuracy",
-                 figures: bool = True) -> tuple[str, Path]:
+                 figures: bool = True, title: str | None = None) -> tuple[str, Path]:
     """Arbitrary run folders compared: one table, curves on shared axes, written to ``out``.
 
     Nothing the user had in ``out`` changes: everything is written to a temporary folder
     inside it first; if any of those files already exists in ``out`` and was not written by
     decent8 (:mod:`decent8.own_files`), the comparison is refused in one line naming it and
     ``out`` is left as it was; otherwise the files are moved into place."""
-    sw = load_runs(paths, title=f"comparison of {len(paths)} runs")
+    sw = load_runs(paths, title=title)
     out = Path(out)
     refuse_foreign([out / "report.md"], "--out")   # known before anything is drawn
     out.mkdir(parents=True, exist_ok=True)
