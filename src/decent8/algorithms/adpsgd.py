@@ -28,6 +28,7 @@ import torch
 
 from ..errors import ConfigError
 from ..seeding import derive_seed
+from ..state_spec import StateSpec
 from .base import GossipAlgorithm
 
 
@@ -61,6 +62,8 @@ class ADPSGD(GossipAlgorithm):
     options = {"seed": "seed"}
     #: trained by events in simulated time (train/async_gossip.py), not by engine steps; simulator only
     event_driven = True
+    #: no state of its own; the event runner keeps every node's pending gradient (train/async_gossip.py)
+    state = StateSpec(step=4)
 
     def __init__(self, comm, compressor, gamma: float = 1.0, push_sum: bool = False, generators=None,
                  seed: int = 0) -> None:

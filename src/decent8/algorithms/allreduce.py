@@ -27,6 +27,7 @@ from ..collectives.ring import RingAllReduce, check_allreduce_topology
 from ..comm.base import Communicator
 from ..compression.base import Compressor
 from ..errors import ConfigError, choice_error
+from ..state_spec import StateSpec
 from .base import Algorithm, AlgorithmContext
 
 
@@ -36,6 +37,8 @@ class AllReduceAlgorithm(Algorithm):
     family = "ring all-reduce"
     own_wire_format = True
     tolerates_faults = False
+    #: no state; one step holds lr·d and the aggregated update
+    state = StateSpec(step=8)
     #: the ``allreduce`` option group (and η_l = optimizer.lr, resolved before the algorithm is built)
     options: ClassVar[Mapping[str, str]] = {"base_lr": "optimizer.lr", "eta_s": "allreduce.eta_s",
                                             "K": "allreduce.K", "reset": "allreduce.reset"}

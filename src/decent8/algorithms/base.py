@@ -34,6 +34,7 @@ import torch
 from ..comm.base import Communicator
 from ..compression.base import Compressor
 from ..errors import ConfigError
+from ..state_spec import NONE, StateSpec
 
 
 @dataclass
@@ -78,8 +79,12 @@ class Algorithm(ABC):
     #: ``algorithm.params.NAME=value`` and read as ``self.params[NAME]`` (the default's type is
     #: the allowed type; :meth:`resolve_params`, docs/extending.md)
     params: Mapping[str, object] = {}
-    #: model-sized buffers the cost model counts beyond weights, gradients and optimizer state
+    #: model-sized buffers of the published algorithm (the paper's accounting, Table 10 of
+    #: ``decent8 cost``); what decent8 allocates is :attr:`state`
     state_buffers: ClassVar[int] = 0
+    #: the ``[k, d]`` tensors :meth:`init_state` allocates and one update's temporaries
+    #: (:class:`~decent8.state_spec.StateSpec`; read by the memory model without building)
+    state: ClassVar[StateSpec] = NONE
     #: model-sized messages each node sends per training step (gradient tracking: 2)
     messages_per_step: ClassVar[int] = 1
     #: False when quasi-global momentum (optimizer.kind=qgm) is not defined for the algorithm
@@ -179,6 +184,12 @@ class Algorithm(ABC):
         if compression == "randomk":
             return max(1.0 - ratio, 1e-3)
         return 0.1
+
+    @classmethod
+    def state_spec(cls, compressor: "type[Compressor] | None" = None) -> StateSpec:
+        """The declared per-node state (:attr:`state`) with the run's compressor class
+        (algorithms whose state depends on it override this: Choco, gradient tracking)."""
+        return cls.state
 
     @classmethod
     def topology_gamma(cls, topology) -> float | None:

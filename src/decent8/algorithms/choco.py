@@ -41,6 +41,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import ConfigError
+from ..state_spec import F32, StateSpec
 from . import compensated
 from .base import GossipAlgorithm
 
@@ -50,6 +51,14 @@ class ChocoSGD(GossipAlgorithm):
     display_name = "Choco"
     # x̂ and s = Σ_j W_ij x̂_j (the paper's accounting; decent8 keeps u = s − x̂ in float64: 3)
     state_buffers = 2
+    #: x̂, the residual pair (hi, lo) and the x½ − x̂ workspace: 16 B per parameter
+    state = StateSpec({"x_hat": F32, "res_hi": F32, "res_lo": F32}, {"_diff": F32})
+
+    @classmethod
+    def state_spec(cls, compressor=None) -> StateSpec:
+        """A dense message is decoded (q, 4 B) and its increment formed in float64 (8 B)."""
+        dense = compressor is not None and not compressor.sparse_messages()
+        return StateSpec(cls.state.state, cls.state.workspace, step=12 if dense else 0)
 
     def __init__(self, comm, *args, **kwargs) -> None:
         super().__init__(comm, *args, **kwargs)

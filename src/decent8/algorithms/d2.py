@@ -46,12 +46,15 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..state_spec import F64, StateSpec
 from .base import GossipAlgorithm
 
 
 class D2(GossipAlgorithm):
     name = "d2"
     state_buffers = 1   # D² correction
+    #: c in float64; one update holds φ̃ (4 B) and the float64 Σ_j W_ij φ̃_j and c + x½ (8 B each)
+    state = StateSpec({"correction": F64}, step=20)
     supports_compression = False
     allows_qgm = False
 

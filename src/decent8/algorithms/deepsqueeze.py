@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
 
 
@@ -16,6 +17,8 @@ class DeepSqueeze(GossipAlgorithm):
     name = "deepsqueeze"
     display_name = "DS"
     state_buffers = 1   # error e
+    #: e; one update holds v, c, Σ_j W_ij c_j and their difference
+    state = StateSpec({"error": F32}, step=16)
     # it gossips compressed *weights*: γ = 1 − ratio with top-k (0.01, the reference code's; 0.05 diverges on digits)
     topk_gamma_scale = 1.0
 

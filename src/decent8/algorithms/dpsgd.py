@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from ..state_spec import StateSpec
 from .base import GossipAlgorithm
 
 
@@ -13,6 +14,8 @@ class DPSGD(GossipAlgorithm):
     name = "dpsgd"
     display_name = "D-PSGD"
     supports_compression = False
+    #: no state; one update holds Σ_j W_ij x½_j and the communicator's temporaries
+    state = StateSpec(step=8)
 
     @classmethod
     def int8_wire(cls, compression: str) -> bool:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from ..collectives.ring import Message
 from ..compression.sign import pack_bits, unpack_bits
+from ..state_spec import F32, StateSpec
 from .allreduce import AllReduceAlgorithm
 
 
@@ -57,6 +58,8 @@ class EFSignSGD(AllReduceAlgorithm):
     name = "ef_signsgd"
     wire_format = "scaled-sign"
     state_buffers = 1   # error e
+    #: e; one step holds lr·d, the padded u + e, |u + e|, the scaled signs and the decoded sum
+    state = StateSpec({"e": F32}, step=20)
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)

@@ -58,12 +58,22 @@ from __future__ import annotations
 import torch
 
 from ..errors import ConfigError
+from ..state_spec import F32, F64, StateSpec
 from .base import GossipAlgorithm
 
 
 class GradientTracking(GossipAlgorithm):
     name = "gt"
     state_buffers = 2   # tracker + last direction (BEER: +4 public copies)
+    #: y and e (float64); compressed (BEER): also x̂, ŷ and their float64 residuals
+    state = StateSpec({"y": F32, "e": F64}, step=16)
+
+    @classmethod
+    def state_spec(cls, compressor=None) -> StateSpec:
+        if compressor is None or compressor.lossless:
+            return cls.state
+        beer = {"x_hat": F32, "x_res": F64, "y_hat": F32, "y_res": F64}
+        return StateSpec({**cls.state.state, **beer}, step=cls.state.step)
     messages_per_step = 2
     allows_qgm = False
 

@@ -40,12 +40,15 @@ from __future__ import annotations
 import torch
 
 from ..errors import ConfigError
+from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
 
 
 class GUT(GossipAlgorithm):
     name = "gut"
     state_buffers = 2   # s_prev, D_prev
+    #: the previous Σ_j W_ij x_j and update; one step holds the mixed models, the update, Y and lr·d
+    state = StateSpec({"mixed_prev": F32, "update_prev": F32}, step=20)
     options = {"mu": "algorithm.mu"}
     supports_compression = False
     #: default tracking scale μ (the authors' code's default "scaling"; μ = 1 stops consensus, see above)

@@ -66,6 +66,7 @@ import torch.nn.functional as F
 from ..collectives.ring import Message, RingAllReduce
 from ..compression.base import per_node_uniform
 from ..compression.sign import pack_bits, unpack_bits
+from ..state_spec import F32, StateSpec
 from .allreduce import AllReduceAlgorithm
 
 
@@ -116,6 +117,8 @@ class Marsit(AllReduceAlgorithm):
     wire_format = "sign-bits"
     sign_step_size = True
     state_buffers = 1   # compensation c
+    #: c; one step holds lr·d, u = lr·d + c and the applied signs
+    state = StateSpec({"c": F32}, step=12)
     # the paper's plain-SGD update η_l·∇f: with local Nesterov momentum the reconstructed
     # Marsit reaches 84 % vs PSGD's 98.6 % on digits (docs/results/marsit.md)
     defaults = {"optimizer.momentum": 0.0}

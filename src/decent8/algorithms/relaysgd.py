@@ -33,12 +33,15 @@ from __future__ import annotations
 import torch
 
 from ..errors import ConfigError
+from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
 
 
 class RelaySGD(GossipAlgorithm):
     name = "relaysgd"
     state_buffers = 2   # relay buffers
+    #: the two relay buffers; one round holds both outgoing messages, both received ones and a choice
+    state = StateSpec({"recv_right": F32, "recv_left": F32}, step=24)
     supports_compression = False
     allows_qgm = False
     messages_per_step = 2

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ..state_spec import StateSpec
 from .allreduce import AllReduceAlgorithm
 from .marsit import BitVoteCodec, sign_allreduce
 
@@ -25,6 +26,8 @@ class SignSGD(AllReduceAlgorithm):
     name = "signsgd"
     wire_format = "sign-bits"
     sign_step_size = True
+    #: no state; one step holds lr·d, its signs and the applied step
+    state = StateSpec(step=12)
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)

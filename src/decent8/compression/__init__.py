@@ -61,6 +61,29 @@ def user_compressor(path: str, layout: ParamLayout, **options) -> Compressor:
         raise ConfigError("compression", f"{path} failed: {type(e).__name__}: {e}") from None
 
 
+#: built-in name -> class (read for the declared state without building one)
+CLASSES: dict[str, type[Compressor]] = {"identity": IdentityCompressor, "topk": TopKCompressor,
+                                        "topk_int8": TopKCompressor, "randomk": RandomKCompressor,
+                                        "quantize": QuantizeCompressor, "sign": SignCompressor}
+
+
+def compressor_class(name: str) -> type[Compressor]:
+    """The class of a built-in compressor name or alias; a user's (``pkg.module:Class``) is
+    imported. One line for an unknown name."""
+    from ..plugins import is_import_path, load_factory
+
+    if is_import_path(name):
+        cls = load_factory(name, option="compression")
+        if not (isinstance(cls, type) and issubclass(cls, Compressor)):
+            raise ConfigError("compression", f"{name} is not a subclass of decent8.compression.Compressor")
+        return cls
+    key = name.strip().lower() if isinstance(name, str) else name
+    key = ALIASES.get(key, key)
+    if key not in CLASSES:
+        raise choice_error("compression", name, COMPRESSORS + tuple(ALIASES))
+    return CLASSES[key]
+
+
 def make_compressor(
     name: str,
     layout: ParamLayout,
@@ -106,7 +129,7 @@ def make_compressor(
 
 
 __all__ = [
-    "ALIASES", "user_compressor",
+    "ALIASES", "CLASSES", "compressor_class", "user_compressor",
     "COMPRESSORS",
     "Compressor",
     "IdentityCompressor",

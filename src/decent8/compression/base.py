@@ -8,11 +8,12 @@ public copies for the rest.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import torch
 
 from ..layout import ParamLayout
+from ..state_spec import NONE, StateSpec
 from .payload import Payload
 
 TensorSpec = tuple[tuple[int, ...], torch.dtype]
@@ -24,6 +25,16 @@ class Compressor(ABC):
     name: str = "abstract"
     #: True when encode needs per-node random generators (random-k, stochastic rounding).
     stochastic: bool = False
+    #: ``[k, d]`` tensors kept per node (none for the built-in ones) and the temporaries of one
+    #: encode + decode (:class:`~decent8.state_spec.StateSpec`, read by the memory model)
+    state: ClassVar[StateSpec] = NONE
+    #: True when ``decode(encode(x)) == x`` (the identity): algorithms keep no public copies for it
+    lossless: ClassVar[bool] = False
+
+    @classmethod
+    def sparse_messages(cls) -> bool:
+        """True when the class decodes to K entries per row (:meth:`decode_sparse` defined)."""
+        return cls.decode_sparse is not Compressor.decode_sparse
 
     def __init__(self, layout: ParamLayout) -> None:
         self.layout = layout

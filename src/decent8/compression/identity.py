@@ -13,6 +13,7 @@ class IdentityCompressor(Compressor):
     """Sends the message as it is: payload ``{"values": float32 [d]}``, ``4·d`` bytes."""
 
     name = "identity"
+    lossless = True
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)

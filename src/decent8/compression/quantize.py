@@ -22,6 +22,7 @@ import torch
 
 from ..errors import ConfigError
 from ..layout import ParamLayout
+from ..state_spec import StateSpec
 from .base import Compressor, TensorSpec, per_node_uniform, require_generators
 from .payload import Payload
 
@@ -56,6 +57,8 @@ def uint8_dequantize(q: torch.Tensor, seg: torch.Tensor, zero: torch.Tensor, sca
 
 
 class QuantizeCompressor(Compressor):
+    #: one encode + decode: per-entry codes and the float32 reconstruction
+    state = StateSpec(step=8)
     """Per-slot asymmetric 8-bit quantization of the whole message.
 
     Vectorised over nodes and slots (``scatter_reduce`` amin/amax over segment ids);

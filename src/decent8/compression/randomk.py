@@ -16,11 +16,14 @@ import torch
 
 from ..layout import ParamLayout
 from .base import TensorSpec, per_node_uniform, require_generators
+from ..state_spec import StateSpec
 from .payload import Payload
 from .topk import SparseCompressor
 
 
 class RandomKCompressor(SparseCompressor):
+    #: one encode: the float32 random scores of every entry
+    state = StateSpec(step=4)
     """Random-k (biased, unscaled values); ``encode`` needs one generator per node."""
 
     name = "randomk"

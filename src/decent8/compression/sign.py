@@ -14,6 +14,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..state_spec import StateSpec
 from .base import Compressor, TensorSpec
 from .payload import Payload
 
@@ -43,6 +44,8 @@ def unpack_bits(packed: torch.Tensor, n: int) -> torch.Tensor:
 
 
 class SignCompressor(Compressor):
+    #: one encode + decode: the float32 reconstruction
+    state = StateSpec(step=4)
     """Scaled sign: ``(‖x_l‖₁ / numel_l) · sign(x_l)`` per slot, 1 bit per coordinate."""
 
     name = "sign"

@@ -7,11 +7,12 @@ Training, one node, one iteration at batch b::
 
 * Master weights, weight gradients and the optimizer state stay FP32 in 8-bit training
   too (SPEC §5; the paper: "weights are stored in full precision during training").
-* Optimizer state: local Nesterov momentum keeps one model-sized buffer; quasi-global
-  momentum two (m̂ and the model before the step).
-* Algorithm buffers (model-sized, FP32): Choco-SGD keeps its public copy x̂ and the
-  neighbour sum s (2), Deep-Squeeze / Sparse-Push the error e (1), D-PSGD / SGP none;
-  each algorithm's :attr:`~decent8.algorithms.base.Algorithm.state_buffers`.
+* Optimizer state: the optimizer's declared checkpointed state
+  (:meth:`~decent8.optim.LocalMomentum.state_spec`): local Nesterov momentum and quasi-global
+  momentum one model-sized buffer (m, m̂), Adam two (m, v).
+* Algorithm buffers (model-sized, FP32), the paper's accounting: Choco-SGD keeps its public
+  copy x̂ and the neighbour sum s (2), Deep-Squeeze / Sparse-Push the error e (1), D-PSGD /
+  SGP none; each algorithm's :attr:`~decent8.algorithms.base.Algorithm.state_buffers`.
 * Activations: for every traced layer, :data:`ACTIVATION_TENSORS` tensors of the size of
   its output — the paper's accounting, worked out from Table 10 (docs/cost_model.md):
   a conv / linear layer keeps 1, a norm layer 3, Range BN / BN / GN + ReLU 2 more for
@@ -19,6 +20,16 @@ Training, one node, one iteration at batch b::
   the residual add instead, counted on the main path), a residual add 2, a max pool 2
   (output and arg-max), an average pool / dropout 1, the network input 1. In an 8-bit
   model every one of them is an 8-bit tensor.
+
+A simulated run (:func:`run_memory`): all k local nodes in one process, each holding what
+the components declare (:mod:`decent8.state_spec`), in bytes per node and parameter::
+
+    kept       = 4 (model z) + optimizer + algorithm + compressor (state + workspace)
+    step       = kept + 4 (gradient) + the optimizer's, algorithm's and compressor's step temporaries
+    checkpoint = kept + 4 + optimizer state + algorithm state   (the copies state_dict makes)
+
+and the run's peak is k·d·max(step, checkpoint) beyond what the process holds before the
+nodes' state is allocated (the data set, torch).
 
 Inference: the weights only ("For inference, we report the memory utilized by the
 model weights"): 4 B per parameter in FP32, 1 B in 8 bits.
@@ -50,9 +61,6 @@ ACTIVATION_TENSORS: dict[str, int] = {
 }
 #: Extra tensors of the ReLU in a "norm + ReLU" layer (Range BN, BN, GN), main path only.
 RELU_TENSORS = 2
-
-#: Model-sized optimizer buffers.
-OPTIMIZER_BUFFERS: dict[str, int] = {"local": 1, "qgm": 2, "adam": 2, "adamw": 2, "none": 0}
 
 COMPONENTS = ("weights", "gradients", "optimizer", "algorithm_buffers", "activations")
 
@@ -104,13 +112,67 @@ class MemoryBreakdown:
 
 def buffers_for(algorithm: str, optimizer: str = "local") -> tuple[int, int]:
     """``(optimizer buffers, algorithm buffers)`` for the named optimizer kind and algorithm
-    (a registered name or ``pkg.module:Class``: its ``state_buffers``)."""
+    (a registered name or ``pkg.module:Class``): the optimizer's declared checkpointed state in
+    FP32 buffers, and the algorithm's ``state_buffers`` (the paper's accounting)."""
     from ..algorithms import algorithm_class
+    from ..optim import optimizer_class
 
     buffers = algorithm_class(algorithm).state_buffers
-    if optimizer not in OPTIMIZER_BUFFERS:
-        raise choice_error("optimizer.kind", optimizer, tuple(OPTIMIZER_BUFFERS))
-    return OPTIMIZER_BUFFERS[optimizer], buffers
+    return optimizer_class(optimizer).state_spec().state_bytes // STATE_BYTES, buffers
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    """Bytes per node and parameter of a simulated run (see the module docstring), and its size."""
+
+    nodes: int
+    parameters: int
+    #: model, optimizer, algorithm and compressor: held between steps
+    kept: int
+    #: at a training step's peak
+    step: int
+    #: at a checkpoint's peak (0: no checkpoints)
+    checkpoint: int
+    #: bytes per node and parameter of each part at the peak (model, gradient, optimizer, ...)
+    parts: dict
+
+    @property
+    def per_parameter(self) -> int:
+        return max(self.step, self.checkpoint)
+
+    @property
+    def total(self) -> int:
+        """Bytes of all nodes' state at the run's peak."""
+        return self.nodes * self.parameters * self.per_parameter
+
+    def describe(self) -> str:
+        """``48 B per parameter and node: model 4, gradient 4, …``"""
+        parts = ", ".join(f"{k} {v:g}" for k, v in self.parts.items() if v)
+        return f"{self.per_parameter} B per parameter and node: {parts}"
+
+
+def run_memory(parameters: int, nodes: int, algorithm: str = DEFAULT_ALGORITHM, optimizer: str = "local",
+               compression: str = "topk", momentum: float = 0.9, weight_decay: float = 1e-4,
+               checkpoint: bool = True) -> RunMemory:
+    """Memory of the nodes' state in a simulated run of ``nodes`` local nodes of ``parameters``
+    parameters, from the components' declarations (:mod:`decent8.state_spec`); nothing is built."""
+    from ..algorithms import algorithm_class
+    from ..compression import compressor_class
+    from ..optim import optimizer_class
+
+    alg_type = algorithm_class(algorithm)
+    comp = compressor_class(compression).state
+    alg = alg_type.state_spec(compressor_class(compression))
+    opt = optimizer_class(alg_type.optimizer_for(optimizer)).state_spec(momentum=momentum, weight_decay=weight_decay)
+    kept = STATE_BYTES + opt.kept_bytes + alg.kept_bytes + comp.kept_bytes
+    step = kept + STATE_BYTES + opt.step + alg.step + comp.step
+    ckpt = kept + STATE_BYTES + opt.state_bytes + alg.state_bytes + comp.state_bytes if checkpoint else 0
+    parts = {"model": STATE_BYTES, "optimizer": opt.kept_bytes, "algorithm": alg.kept_bytes + comp.kept_bytes}
+    if step >= ckpt:
+        parts.update(gradient=STATE_BYTES, temporaries=opt.step + alg.step + comp.step)
+    else:
+        parts["checkpoint copy"] = ckpt - kept
+    return RunMemory(nodes, parameters, kept, step, ckpt, parts)
 
 
 def training_memory(counts: ModelCounts, algorithm: str = DEFAULT_ALGORITHM, optimizer: str = "local",
@@ -142,5 +204,5 @@ def activation_by_kind_mb(counts: ModelCounts, precision: str | None = None) -> 
 
 
 __all__ = ["MB", "BYTES", "STATE_BYTES", "ACTIVATION_TENSORS", "RELU_TENSORS",
-           "OPTIMIZER_BUFFERS", "COMPONENTS", "MemoryBreakdown", "activation_tensors", "activation_elements",
+           "COMPONENTS", "RunMemory", "run_memory", "MemoryBreakdown", "activation_tensors", "activation_elements",
            "activation_bytes", "buffers_for", "training_memory", "inference_memory", "activation_by_kind_mb"]

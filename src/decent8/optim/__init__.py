@@ -12,6 +12,17 @@ MOMENTUM_KINDS = ("local", "qgm")
 OPTIMIZER_KINDS = MOMENTUM_KINDS + ("adam", "adamw")
 
 
+#: optimizer.kind -> its class (read for the declared state without building one)
+OPTIMIZER_CLASSES = {"local": LocalMomentum, "qgm": QuasiGlobalMomentum, "adam": LocalAdam, "adamw": LocalAdam}
+
+
+def optimizer_class(kind: str):
+    """The class of ``optimizer.kind`` (one line for an unknown kind)."""
+    if kind not in OPTIMIZER_CLASSES:
+        raise choice_error("optimizer.kind", kind, OPTIMIZER_KINDS)
+    return OPTIMIZER_CLASSES[kind]
+
+
 def make_optimizer(kind: str, momentum: float, nesterov: bool, weight_decay: float,
                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
     if kind not in OPTIMIZER_KINDS:
@@ -35,4 +46,5 @@ def make_optimizer(kind: str, momentum: float, nesterov: bool, weight_decay: flo
     return LocalMomentum(momentum, nesterov, weight_decay)
 
 
-__all__ = ["LocalAdam", "OPTIMIZER_KINDS", "LocalMomentum", "QuasiGlobalMomentum", "LRSchedule", "make_optimizer", "MOMENTUM_KINDS"]
+__all__ = ["LocalAdam", "OPTIMIZER_KINDS", "LocalMomentum", "QuasiGlobalMomentum", "LRSchedule", "make_optimizer", "MOMENTUM_KINDS",
+           "OPTIMIZER_CLASSES", "optimizer_class"]

@@ -18,10 +18,17 @@ import math
 
 import torch
 
+from ..state_spec import F32, StateSpec
+
 
 class LocalAdam:
     #: True when the update needs the model before and after gossip
     tracks_gossip = False
+
+    @classmethod
+    def state_spec(cls, **_) -> StateSpec:
+        """m and v; during the algorithm's update the direction is held."""
+        return StateSpec({"m": F32, "v": F32}, step=4)
 
     def __init__(self, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  decoupled: bool = True) -> None:

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import torch
 
+from ..state_spec import F32, StateSpec
+
 
 class LocalMomentum:
     name = "local"
 
     #: True when the update needs the model before and after gossip
     tracks_gossip = False
+
+    @classmethod
+    def state_spec(cls, momentum: float = 0.9, weight_decay: float = 1e-4, **_) -> StateSpec:
+        """m, and the direction's workspace with momentum (without: d = g + λ·x, a temporary)."""
+        if momentum:
+            return StateSpec({"buf": F32}, {"_d": F32})
+        return StateSpec({"buf": F32}, step=4 if weight_decay else 0)
 
     def __init__(self, momentum: float = 0.9, nesterov: bool = True, weight_decay: float = 1e-4) -> None:
         self.momentum = float(momentum)

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import torch
 
+from ..state_spec import F32, StateSpec
+
 
 class QuasiGlobalMomentum:
     name = "qgm"
 
     #: True when the update needs the model before and after gossip
     tracks_gossip = True
+
+    @classmethod
+    def state_spec(cls, **_) -> StateSpec:
+        """m̂; during the algorithm's update the direction and the model before it are held."""
+        return StateSpec({"buf": F32}, step=8)
 
     def __init__(self, momentum: float = 0.9, weight_decay: float = 1e-4) -> None:
         self.momentum = float(momentum)

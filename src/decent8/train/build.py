@@ -24,6 +24,7 @@ from .. import user_code
 from ..plugins import is_import_path
 from ..compression.wire import INT8_WIRE, wire_compression  # noqa: F401  (re-exported: train.build.wire_compression)
 from ..config import TrainConfig, is_frozen
+from ..cost.memory import RunMemory, run_memory
 from ..data.dataset import ArrayDataset
 from ..data.partition import make_partition
 from ..data.sampler import NodeSampler
@@ -46,8 +47,6 @@ from .resolve import (check_scalars, d2_default_gamma, default_gamma, default_lr
                       is_resolved, resolve, resolve_algorithm_defaults, resolve_with_defaults)
 from .validate import (BACKENDS, MAX_EPOCHS, MAX_SEED, MAX_STEP, MAX_TIMEOUT_S, MIN_DECAY_EVERY,  # noqa: F401
                        SCHEDULES, _interval, _number, check_plain)
-#: bytes of per-node state per parameter: model, momentum, the algorithm's copies, gradient (fp32)
-STATE_BYTES_PER_PARAMETER = 4 * 4
 
 
 @dataclass
@@ -107,23 +106,64 @@ def quant_spec(cfg: TrainConfig) -> QuantSpec | None:
     return spec if cfg.precision == "int8" else None
 
 
+def _process_bytes() -> int:
+    """Resident memory of this process (Linux: /proc/self/statm; 0 where unknown)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _memory_bytes(device: torch.device) -> int | None:
-    """Memory of the device (CUDA: its own; CPU: physical memory), None if unknown."""
+    """Memory a run on ``device`` can reach, None if unknown. CUDA: the device's; CPU: what
+    this process holds plus the memory the system still has available (Linux MemAvailable;
+    elsewhere physical memory)."""
     try:
         if device.type == "cuda":
             return int(torch.cuda.get_device_properties(device).total_memory)
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        try:
+            with open("/proc/meminfo") as f:
+                info = dict(line.split(":", 1) for line in f)
+            return int(info["MemAvailable"].split()[0]) * 1024 + _process_bytes()
+        except (OSError, KeyError, ValueError):
+            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError, RuntimeError):
         return None
 
 
+def estimate_memory(cfg: TrainConfig, parameters: int, local_nodes: int) -> RunMemory:
+    """The nodes' state of the run, from the declarations of its algorithm, optimizer and
+    wire compressor (:func:`decent8.cost.memory.run_memory`)."""
+    c, o = cfg.compression, cfg.optimizer
+    wire = c.name if is_import_path(c.name) else wire_compression(c.name, cfg.precision, c.wire, c.value_bits)
+    return run_memory(parameters, local_nodes, cfg.algorithm.name, o.kind, wire, momentum=o.momentum or 0.0,
+                      weight_decay=o.weight_decay, checkpoint=cfg.checkpoint)
+
+
+def _fewer(cfg: TrainConfig, mem: RunMemory, room: int) -> list[str]:
+    """What to change so that the state fits in ``room`` bytes (one-line suggestions)."""
+    out = []
+    most = room // max(1, mem.parameters * mem.per_parameter)
+    if most >= 1 and cfg.backend == "simulator":
+        out.append(f"nodes={most:,} or fewer")
+    if cfg.checkpoint and mem.checkpoint > mem.step:
+        out.append(f"checkpoint=false ({mem.step} B)")
+    out.append("a smaller model.width")
+    if cfg.backend == "simulator":
+        out.append("backend=distributed with dist.ranks=R (each process holds n/R nodes)")
+    return out
+
+
 def check_model_size(cfg: TrainConfig, input_shape, num_classes: int, qspec, device: torch.device, local_nodes: int,
-                     vocab_size: int | None = None) -> None:
+                     vocab_size: int | None = None) -> int | None:
     """Count the model's parameters without allocating them (on the meta device) and stop
-    with one line when the nodes' state cannot fit in memory (``model.width=1000000``).
-    Built-in models only: a user's factory is built once, for real."""
+    with one line when the nodes' state cannot fit in memory (``model.width=1000000``,
+    ``nodes=10000``): this process's resident memory (the data set, torch) plus
+    :func:`estimate_memory` against :func:`_memory_bytes`. Returns the estimated peak in
+    bytes (None: not estimated). Built-in models only: a user's factory is built once, for real."""
     if cfg.model.name not in MODELS:
-        return
+        return None
     try:
         with torch.device("meta"):
             module = make_model(cfg.model.name, input_shape, num_classes, cfg.model.width,
@@ -132,13 +172,18 @@ def check_model_size(cfg: TrainConfig, input_shape, num_classes: int, qspec, dev
     except ConfigError:
         raise
     except Exception:  # a model that cannot be built on the meta device: the real build decides
-        return
-    need = params * local_nodes * STATE_BYTES_PER_PARAMETER
+        return None
+    mem = estimate_memory(cfg, params, local_nodes)
+    held = _process_bytes() if device.type == "cpu" else 0
+    need = held + mem.total
     have = _memory_bytes(device)
     if have is not None and need > have:
-        raise ConfigError("model.width", f"{cfg.model.name} with width {cfg.model.width} has {params:,} parameters; "
-                                         f"{local_nodes} node(s) need about {need / 1e9:.3g} GB, more than the "
-                                         f"{have / 1e9:.3g} GB of {device.type} memory here")
+        option = "nodes" if held + mem.parameters * mem.per_parameter <= have else "model.width"
+        what = f"{local_nodes:,} node(s) of {cfg.model.name}" + (f" width {cfg.model.width}" if cfg.model.width else "")
+        raise ConfigError(option, f"{what} ({params:,} parameters) need about {need / 1e9:.3g} GB "
+                                  f"({mem.describe()}; {held / 1e9:.2g} GB held), more than the {have / 1e9:.3g} GB "
+                                  f"of {device.type} memory available; use {', '.join(_fewer(cfg, mem, have - held))}")
+    return need
 
 
 def check_parts(parts, nodes: int, n: int) -> list[np.ndarray]:
