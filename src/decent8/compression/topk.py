@@ -29,6 +29,7 @@ from ..errors import ConfigError, choice_error
 from ..layout import ParamLayout
 from .base import Compressor, TensorSpec
 from .payload import Payload
+from ..state_spec import StateSpec
 from .quantize import uint8_dequantize, uint8_quantize, uint8_scale
 
 INDEX_DTYPES = ("auto", "int16", "int32")
@@ -325,6 +326,9 @@ class SparseCompressor(Compressor):
 
 class TopKCompressor(SparseCompressor):
     """Layer-wise top-k by magnitude, fp32 or 8-bit values (``value_bits`` 32 or 8)."""
+
+    #: one encode: the selection's group maxima and candidates (about half a float32 per entry)
+    state = StateSpec(step=2)
 
     def __init__(
         self, layout: ParamLayout, ratio: float, value_bits: int = 32, index_dtype: str = "auto"
