@@ -64,6 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--format", choices=FORMATS, default="table", help="table (default), json, csv, markdown")
     o.add_argument("--plot", metavar="PNG", help="write a bar chart of where energy and memory go (Figure 7)")
+    o.add_argument("--title", help="the --plot figure's title (default: 'Training cost per node and iteration, "
+                                   "FP32 vs 8-bit' and the model, data set and batch)")
     o.add_argument("--totals-only", action="store_true", help="no per-layer table")
     o.add_argument("--table10", action="store_true", help="the paper's Table 10 reproduced: ours vs paper vs diff %%")
     o.add_argument("--table3", action="store_true", help="the paper's Table 3 'Data (GB)' reproduced")
@@ -260,7 +262,7 @@ def run(ns: argparse.Namespace) -> int:
         report["run"] = str(ns.run)
         report["run_precision"] = s["precision"]
     if ns.plot:
-        plot_report(report, ns.plot)
+        plot_report(report, ns.plot, title=getattr(ns, "title", None))
     if ns.format == "json":
         print(json.dumps(report, indent=2))
     elif ns.format == "csv":

@@ -7,17 +7,25 @@ from typing import Any
 
 from ...errors import ConfigError
 from ...figstyle import PALETTE, new_figure, save, set_title, styled
-from .tables import title
+from .tables import MODEL_LABELS
 
 _COMPONENT_COLORS = dict(zip(("weights", "gradients", "optimizer", "algorithm_buffers", "activations"), PALETTE))
 
 
+def figure_title(report: dict[str, Any]) -> str:
+    """``Training cost per node and iteration, FP32 vs 8-bit — ResNet-20 (range_evonorm), cifar10, batch 32``."""
+    label = MODEL_LABELS.get(report["model"], report["model"])
+    norm = f" ({report['norm']})" if report.get("norm") not in (None, "none") else ""
+    return (f"Training cost per node and iteration, FP32 vs 8-bit — {label}{norm}, {report['dataset']}, "
+            f"batch {report['batch']}")
+
+
 @styled
-def plot_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
+def plot_report(report: dict[str, Any], path: str | os.PathLike, title: str | None = None) -> Path:
     """Figure 7 of the paper for ``report``: where training memory and energy go, FP32 vs 8-bit.
 
     In the house style (:mod:`decent8.figstyle`), as the PNG ``path`` and a PDF beside it,
-    each written atomically. Returns the path.
+    each written atomically; ``title``: the figure's (default :func:`figure_title`). Returns the path.
     """
     path = Path(path)
     if path.suffix.lower() != ".png":
@@ -78,6 +86,6 @@ def plot_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
         ax.grid(False, axis="x")
     ax_i2.grid(False)
     ax_i2.spines["right"].set_visible(True)
-    set_title(fig, title(report).split(" — ")[0] + " — per node per iteration (the paper's Figure 7)")
+    set_title(fig, title or figure_title(report))
     save(fig, path)
     return path

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...figstyle.axes import unit_of
 from ..aggregate import format_mean_se
-from .layout import _AXIS_TITLES, _ROW_TITLES, _mean, _paper_value, cell_values, layout, rows_of
+from .layout import _AXIS_TITLES, _ROW_TITLES, _mean, _paper_value, cell_values, group_label, layout, rows_of
 from .load import Sweep
 
 
@@ -69,3 +69,35 @@ def markdown_table(sw: Sweep, metric: str = "mean_node_accuracy") -> tuple[str, 
             out.append(txt)
         lines.append("| " + " | ".join(out) + " |")
     return "\n".join(lines), deltas
+
+
+#: a regression run's metrics in summary.json, as the report's columns (train/engine.py)
+REGRESSION_COLUMNS = (("RMSE, node mean", "mean_node_rmse"), ("RMSE, averaged", "averaged_model_rmse"),
+                      ("MAE, node mean", "mean_node_mae"), ("MAE, averaged", "averaged_model_mae"),
+                      ("R², node mean", "mean_node_r2"), ("R², averaged", "averaged_model_r2"))
+
+
+def regression_table(sw: Sweep) -> str | None:
+    """Test RMSE, MAE and R² (and the user's metrics) per configuration, mean ± s.e. over its
+    seeds; None when no finished cell is a regression run."""
+    from ...train.user_metrics import user_keys
+
+    done = [c for c in sw.cells if c.summary and isinstance(c.summary.get("mean_node_rmse"), (int, float))]
+    if not done:
+        return None
+    user = [k for k in user_keys(done[0].summary or {})]
+    columns = list(REGRESSION_COLUMNS) + [(k.replace("mean_node_", "").replace("averaged_model_", "") +
+                                           (", node mean" if k.startswith("mean_node_") else ", averaged"), k)
+                                          for k in user]
+    groups: dict[str, list] = {}
+    for c in done:
+        groups.setdefault(group_label(c.labels) or sw.title, []).append(c.summary)
+    lines = ["| configuration | n | " + " | ".join(t for t, _ in columns) + " |",
+             "|" + "|".join(["---"] * (len(columns) + 2)) + "|"]
+    for label, ss in groups.items():
+        cells = []
+        for _, key in columns:
+            vals = [float(s[key]) for s in ss if isinstance(s.get(key), (int, float))]
+            cells.append(format_mean_se(vals, single=4, show_n=False) if vals else "—")
+        lines.append(f"| {label} | {len(ss)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

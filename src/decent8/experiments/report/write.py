@@ -15,7 +15,7 @@ from .figures import plot_accuracy_vs_skew, plot_class_distribution, plot_fp32_v
     sweep_figures
 from .layout import _mean, group_label
 from .load import CellResult, Sweep, _config_value, load_runs, load_sweep
-from .table import markdown_table
+from .table import markdown_table, regression_table
 from .rounds import rounds_section
 
 METRICS = {"mean_node": "mean_node_accuracy", "averaged": "averaged_model_accuracy"}
@@ -86,6 +86,11 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
               + "; runs that differ only in their seed are aggregated as mean ± standard error of the mean "
               "(s/√n, n = runs).", ""]
     lines += [table, ""]
+    reg = regression_table(sw)
+    if reg is not None:
+        lines += ["## Regression: test RMSE, MAE and R²", "",
+                  "Per configuration, the mean over nodes of each node model's value and the averaged model's, "
+                  "as mean ± standard error over the n seeds (s/√n).", "", reg, ""]
     walls = [float(c.summary["wall_time_s"]) for c in sw.cells if c.summary and "wall_time_s" in c.summary]
     if walls:
         lines += [f"Compute: {sum(walls):,.0f} s of wall time over the {len(walls)} finished cells (the sum of "
