@@ -81,81 +81,48 @@ def resolve_index_dtype(layout: ParamLayout, index_dtype: str) -> torch.dtype:
 
 #: entries per group of the CPU selection's first stage (:func:`top_indices`)
 SELECT_GROUP = 8
-_LOW32 = (1 << 32) - 1
-
-
-def rank_keys(scores: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """int64 keys that order entries by ``(score, −position)``: ``torch.topk`` of the keys
-    picks the largest scores and, among equal scores, the lowest positions.
-
-    A float32 score's bits ``b`` (as int32) are made monotone in the score by flipping the
-    magnitude bits of negative values (``b ^ 0x7FFFFFFF`` when ``b < 0``; −0 is first made
-    +0, so the two are equal); the key is ``b · 2³² + (2³² − 1 − position)``.
-    ``scores`` float32, ``positions`` int64 in ``[0, 2³¹)``, the same shape (or broadcastable).
-    """
-    s = scores.to(torch.float32).add(0.0)          # a copy, −0 → +0
-    bits = s.view(torch.int32)
-    bits ^= (bits >> 31) & 0x7FFFFFFF
-    return bits.to(torch.int64).bitwise_left_shift_(32).sub_(positions).add_(_LOW32)
-
-
-def _select_by_keys(score: torch.Tensor, c: int) -> torch.Tensor:
-    """``[r, c]``: the c largest of each row of ``score[r, n]``, lowest positions first among equals."""
-    pos = torch.arange(score.shape[-1], device=score.device)
-    return torch.topk(rank_keys(score, pos), c, dim=-1, sorted=False).indices
 
 
 def _top_c(score: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The positions of the c largest entries of each row of ``score[.., n]`` (c < n), and
-    whether the row's boundary is tied (its (c+1)-th largest equals its c-th: ``torch.topk``
-    chose among equal scores). One ``torch.topk`` of c + 1 entries; the smallest is dropped."""
+    which rows have a tied boundary (their (c+1)-th largest equals their c-th, so the c
+    are not the only choice). One ``torch.topk`` of c + 1 entries; the smallest is dropped
+    (its slot takes the last one)."""
     vals, idx = torch.topk(score, c + 1, dim=-1, sorted=False)
     low, drop = torch.min(vals, dim=-1, keepdim=True)
     tied = (vals == low).sum(dim=-1) > 1
-    last = torch.arange(c, device=score.device) == drop                     # the dropped one's slot
-    return torch.where(last, idx[..., c:], idx[..., :c]), tied
-
-
-def _select_reference(s: torch.Tensor, c: int, magnitude: bool) -> torch.Tensor:
-    """The positions of the c largest entries of each row of ``s[k, G, n]`` (of ``|s|`` with
-    ``magnitude``), lowest positions first among equal scores: ``torch.topk``, and for rows
-    whose boundary is tied, ``torch.topk`` of the :func:`rank_keys`."""
-    score = s.abs() if magnitude else s
-    idx, tied = _top_c(score, c)
-    if bool(tied.any()):
-        rk, rg = tied.nonzero(as_tuple=True)
-        idx[rk, rg] = _select_by_keys(score[rk, rg], c)
-    return idx
+    return idx.scatter_(-1, drop, idx[..., c:].clone())[..., :c], tied
 
 
 def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tensor:
-    """The positions of each row's c largest entries of the scores ``s[k, G, n]`` (with
-    ``magnitude``: of ``|s|``), in no particular order (``torch.topk(s, c, dim=2).indices``
-    as a set). Scores are finite.
+    """``torch.topk(s, c, dim=2, sorted=False).indices`` as a set, for scores ``s[k, G, n]``
+    (with ``magnitude``: for the scores ``|s|``): the positions of each row's c largest
+    entries, in no particular order. Scores are finite.
 
-    **Ties** are broken by position: among equal scores the lowest positions are kept (a
-    stable descending sort's first c; −0 equals +0). The set is therefore fully defined —
-    ``torch.topk``'s own choice among equal scores is an implementation detail that differs
-    between its code paths — and the same on every path below, device and row count. Each
-    ``torch.topk`` takes c + 1 entries: the (c+1)-th tells whether the row's boundary is
-    tied (equal to the c-th; never for distinct scores), and a tied row is selected again
-    by :func:`rank_keys`.
+    **Ties.** Where a row's c-th and (c+1)-th largest scores are equal, several sets are
+    "the c largest"; the one returned is always the one ``torch.topk`` returns for that row
+    (torch's choice, which depends on the row's values, n and c — not on the other rows,
+    the batch shape or a strided view — and may differ between torch versions and devices;
+    on this CPU, for an all-zero row, the first c positions when n ≥ 64·c).
 
     On the CPU, where ``torch.topk`` costs ~5–10 ns per entry, rows with n ≥ 32·c and n ≥
     4096 (e.g. 99 % top-k of a large layer) select in two stages: split the row into n/B
     strided groups of B = :data:`SELECT_GROUP` entries (group g: positions g, g + n/B, …),
     keep the c + 1 groups with the largest maxima and take the top c of their (c + 1)·B
-    entries. Exact: an entry e among the row's c largest is ≥ the c-th largest group
-    maximum M_c (c groups hold an entry ≥ M_c); if the (c+1)-th largest maximum is below
-    M_c, every group outside the c largest has a maximum < M_c ≤ e, so e's group is among
-    them. When the two are equal (a tie among group maxima) the row is tied, see above. With
-    ``magnitude`` a group's largest |s| is max(max s, −min s), so |s| is never formed for
-    the whole row. Timings against ``torch.topk``: docs/execution.md "Top-k selection".
+    entries. Exact: an entry e among the row's c largest is ≥ the c-th largest group maximum
+    M_c (c groups hold an entry ≥ M_c); if the (c+1)-th largest maximum is below M_c, every
+    group outside the c largest has its maximum < M_c ≤ e, so e's group is kept, and the
+    candidates hold every entry ≥ the row's c-th largest. Each stage's ``torch.topk`` takes
+    c + 1 entries, so a tie — between the c-th and (c+1)-th group maxima, or at the
+    candidates' boundary (then also the row's) — is seen, and those rows are selected again
+    by ``torch.topk`` on the whole row (integer-valued or all-zero rows; never for distinct
+    scores). With ``magnitude`` a group's largest |s| is max(max s, −min s), so |s| is
+    never formed for the whole row. Timings: docs/execution.md "Top-k selection".
     """
     k, g, n = s.shape
     b = SELECT_GROUP
     if s.device.type != "cpu" or n % b or n < 32 * c or n < 4096:
-        return _select_reference(s, c, magnitude)
+        return torch.topk(s.abs() if magnitude else s, c, dim=2, sorted=False).indices
     m = n // b
     rows = s.reshape(k, g, b, m)
     if magnitude:
@@ -163,8 +130,7 @@ def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tenso
     else:
         gmax = rows.amax(dim=2)
     vals, groups = torch.topk(gmax, c + 1, dim=2, sorted=False)                 # [k, G, c + 1]
-    low = vals.amin(dim=2, keepdim=True)
-    tied = (vals == low).sum(dim=2) > 1                                           # c-th group maximum = (c+1)-th
+    tied = (vals == vals.amin(dim=2, keepdim=True)).sum(dim=2) > 1               # c-th group maximum = (c+1)-th
     pos = (groups.unsqueeze(-1) + torch.arange(0, n, m, device=s.device)).reshape(k, g, (c + 1) * b)
     cand = s.gather(2, pos)
     if magnitude:
@@ -174,7 +140,8 @@ def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tenso
     tied |= cand_tied
     if bool(tied.any()):
         rk, rg = tied.nonzero(as_tuple=True)
-        out[rk, rg] = _select_by_keys(s[rk, rg].abs() if magnitude else s[rk, rg], c)
+        rows_tied = s[rk, rg]
+        out[rk, rg] = torch.topk(rows_tied.abs() if magnitude else rows_tied, c, dim=1, sorted=False).indices
     return out
 
 
