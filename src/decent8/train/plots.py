@@ -145,7 +145,16 @@ def _legend_below(fig: Any, ax: Any, n: int) -> None:
 
 
 def _accuracy_label(metric: str) -> str:
+    if metric.endswith("_r2"):
+        return "test R²" if metric == "mean_node_r2" else "averaged-model test R²"
     return "test accuracy (%)" if metric == "mean_node_accuracy" else "averaged-model accuracy (%)"
+
+
+def _metric_scale(metric: str) -> tuple[float, float, tuple[float, float]]:
+    """(scale, the y-range's least span, its bounds): accuracies in %, R² as it is (≤ 1)."""
+    if metric.endswith("_r2"):
+        return 1.0, 0.02, (-math.inf, 1.0)
+    return 100.0, 2.0, (0.0, 100.0)
 
 
 @styled
@@ -164,13 +173,14 @@ def plot_groups(groups: Sequence[Group], path: str | os.PathLike, title: str = "
         n = sum(1 for r in g.runs if r)
         label = with_n(g.label, n)
         during = [split_final(r)[0] for r in g.runs]
-        xs, ms, ss = _band(during, "epoch", metric, 100.0)
+        xs, ms, ss = _band(during, "epoch", metric, _metric_scale(metric)[0])
         if xs:
             _draw(ax1, xs, ms, ss, style, label, n)
             finals = [f for f in (split_final(r)[1] for r in g.runs) if f is not None and f.get(metric) is not None]
             if finals:   # after the final consensus rounds: a star beside the last epoch, not on the line
                 x = xs[-1] + 0.12 * max(1.0, (xs[-1] - xs[0]) / max(1, len(xs) - 1))
-                ax1.plot([x], [100.0 * sum(f[metric] for f in finals) / len(finals)], "*", color=style["color"],
+                ax1.plot([x], [_metric_scale(metric)[0] * sum(f[metric] for f in finals) / len(finals)], "*",
+                         color=style["color"],
                          markersize=9, markeredgecolor="k", markeredgewidth=0.5,
                          label=None if post_drawn else
                          f"★ after the {finals[0]['after_consensus_rounds']} final consensus rounds")
@@ -210,7 +220,7 @@ def plot_accuracy_vs_bytes(groups: Sequence[Group], path: str | os.PathLike, tit
     for g in groups:
         done = [s for s in g.summaries if s and s.get(metric) is not None and s.get("bytes_sent_per_node", 0) > 0]
         if done:
-            m, sd, n = spread([100 * s[metric] for s in done])
+            m, sd, n = spread([_metric_scale(metric)[0] * s[metric] for s in done])
             b = sum(s["bytes_sent_per_node"] for s in done) / n
             pts.append((g.label, b, m, sd, n))
     if not pts:
@@ -225,7 +235,9 @@ def plot_accuracy_vs_bytes(groups: Sequence[Group], path: str | os.PathLike, tit
         else:
             ax.plot([b], [m], style["marker"], color=style["color"], markersize=6, label=with_n(label, n))
     bytes_axis(ax, "x")
-    honest_ylim(ax, [m - (sd or 0) for _, _, m, sd, _ in pts], [m + (sd or 0) for _, _, m, sd, _ in pts])
+    _, span, bounds = _metric_scale(metric)
+    honest_ylim(ax, [m - (sd or 0) for _, _, m, sd, _ in pts], [m + (sd or 0) for _, _, m, sd, _ in pts],
+                min_span=span, bounds=bounds)
     ax.set_xlabel("bytes sent per node (whole run)")
     ax.set_ylabel(_accuracy_label(metric))
     _legend_below(fig, ax, len(pts))

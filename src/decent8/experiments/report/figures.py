@@ -283,7 +283,8 @@ def sweep_figures(sw: Sweep, fig_dir: Path, metric: str = "mean_node_accuracy") 
     groups = groups_of(sw)
     if plot_groups(groups, fig_dir / "curves.png", f"Training curves — {sw.title}", metric):
         made.append(("Curves on shared axes", f"{fig_dir.name}/curves.png"))
-    if plot_accuracy_vs_bytes(groups, fig_dir / "accuracy_vs_bytes.png", f"Final accuracy vs bytes sent — {sw.title}",
+    what = "R²" if metric.endswith("_r2") else "accuracy"
+    if plot_accuracy_vs_bytes(groups, fig_dir / "accuracy_vs_bytes.png", f"Final {what} vs bytes sent — {sw.title}",
                               metric):
-        made.append(("Accuracy vs bytes sent per node", f"{fig_dir.name}/accuracy_vs_bytes.png"))
+        made.append((f"{what[:1].upper() + what[1:]} vs bytes sent per node", f"{fig_dir.name}/accuracy_vs_bytes.png"))
     return made

@@ -81,12 +81,17 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
         lines += [f"Paper: {sw.source}.", ""]
     epochs = next((c.summary.get("epochs") for c in sw.cells if c.summary), None)
     scale_txt = f"scale {sw.scale:g} ({epochs} epochs, a {sw.scale:g} part of the train set). " if sw.scale else ""
-    lines += [f"{finished} of {len(sw.cells)} cells finished. {scale_txt}Each cell: test accuracy (%) of our run "
-              f"({what}, after the final consensus rounds)" + (" [the paper's number]" if sw.paper else "")
-              + "; runs that differ only in their seed are aggregated as mean ± standard error of the mean "
-              "(s/√n, n = runs).", ""]
-    lines += [table, ""]
     reg = regression_table(sw)
+    regression_only = reg is not None and not any(c.summary and c.summary.get(metric) is not None for c in sw.cells)
+    if regression_only:   # no accuracy: the regression table is the result
+        lines += [f"{finished} of {len(sw.cells)} cells finished. {scale_txt}A regression sweep: its runs report "
+                  f"test errors, not accuracy.", ""]
+    else:
+        lines += [f"{finished} of {len(sw.cells)} cells finished. {scale_txt}Each cell: test accuracy (%) of our run "
+                  f"({what}, after the final consensus rounds)" + (" [the paper's number]" if sw.paper else "")
+                  + "; runs that differ only in their seed are aggregated as mean ± standard error of the mean "
+                  "(s/√n, n = runs).", ""]
+        lines += [table, ""]
     if reg is not None:
         lines += ["## Regression: test RMSE, MAE and R²", "",
                   "Per configuration, the mean over nodes of each node model's value and the averaged model's, "
@@ -106,6 +111,14 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
                   "where it lies outside, and cannot be told otherwise (or from one run per cell).", "",
                   findings.markdown(checked), ""]
     lines += rounds_section(sw)
+    if figures and regression_only:
+        # a regression sweep: its class (target bin) table, curves and R² against bytes
+        fig_dir = Path(folder) / "figures"
+        made = [("Target bins per node", "figures/class_distribution.png")] \
+            if plot_class_distribution(sw, fig_dir / "class_distribution.png") else []
+        for title, rel in made + sweep_figures(sw, fig_dir, metric.replace("accuracy", "r2")):
+            lines += [f"## {title}", "", f"![{title}]({rel})", ""]
+        figures = False
     if figures:
         fig_dir = Path(folder) / "figures"
         made = []
