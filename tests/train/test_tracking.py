@@ -141,3 +141,31 @@ def test_train_with_tracking_mlflow_end_to_end(tmp_path, monkeypatch):
     assert r.data.metrics["mean_node_accuracy"] == pytest.approx(summary["mean_node_accuracy"])
     steps = sorted(m.step for m in client.get_metric_history(r.info.run_id, "mean_node_accuracy"))
     assert steps[-1] == summary["steps"] and len(steps) == 3      # epochs 1, 2 and the final evaluation
+
+
+def test_mlflow_store_opens_in_a_fresh_process_as_documented(tmp_path, monkeypatch):
+    """docs/usage.md: another process (``MlflowClient``, ``mlflow ui``) opens the run's file
+    store with ``MLFLOW_ALLOW_FILE_STORE=true`` and nothing else decent8 did."""
+    pytest.importorskip("mlflow")
+    import os
+    import subprocess
+    import sys
+
+    from decent8.train.tracking import Trackers
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run = tmp_path / "myrun"
+    run.mkdir()
+    t = Trackers(run, "false", "mlflow", {"nodes": 8})
+    for r in ROWS:
+        t.log(r)
+    t.close()
+    reader = ("import os, sys\nfrom pathlib import Path\nos.environ['MLFLOW_ALLOW_FILE_STORE'] = 'true'\n"
+              "from mlflow.tracking import MlflowClient\n"
+              "c = MlflowClient(tracking_uri=Path(sys.argv[1]).resolve().as_uri())\n"
+              "(r,) = c.search_runs([c.get_experiment_by_name('decent8').experiment_id])\n"
+              "print(r.info.run_name, r.data.params['nodes'], r.data.metrics['mean_node_accuracy'])\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    out = subprocess.run([sys.executable, "-c", reader, str(run / "mlruns")], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["myrun", "8", "0.8"]

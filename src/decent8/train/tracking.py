@@ -6,7 +6,8 @@ says, the default):
 * ``tensorboard`` — the same as ``tensorboard=true`` (events in ``<run>/tensorboard/``);
 * ``mlflow`` — a run in an MLflow tracking store (``pip install -e ".[mlflow]"``):
   ``$MLFLOW_TRACKING_URI`` if set, else the local file store ``<run>/mlruns`` (MLflow ≥ 3
-  wants ``MLFLOW_ALLOW_FILE_STORE=true`` for it, which this sets if unset); experiment
+  wants ``MLFLOW_ALLOW_FILE_STORE=true`` for it, which this sets if unset — in this process
+  only: a reader, ``mlflow ui`` or ``MlflowClient``, needs it set too, docs/usage.md); experiment
   ``decent8``, run name = the run folder's name, the flattened config as parameters,
   every scalar of a metrics line as a metric at its training step, ``summary.json``'s
   scalars as the final metrics;
