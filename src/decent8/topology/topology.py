@@ -572,7 +572,7 @@ def make_topology(
         topo.validate()
         return topo
 
-    if n > graphs.DENSE_MAX_NODES:  # sparse edge lists and CSR W (topology/sparse.py; issue 32)
+    if n > graphs.DENSE_MAX_NODES:  # sparse edge lists and CSR W (topology/sparse.py)
         topo_s = make_sparse_topology(name, n, weights, rows, cols, time_varying)
         topo_s.validate()
         return topo_s  # type: ignore[return-value]
