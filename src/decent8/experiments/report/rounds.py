@@ -25,9 +25,12 @@ def rounds_of(cell: CellResult) -> tuple[int, str, dict[str, float | None], dict
         return None
     b = s.get("before_consensus_rounds")
     b = b if isinstance(b, dict) else {}
+    # older summaries lack the distance before the rounds: the last epoch's metrics row has it
+    epochs = [r for r in cell.metrics if "after_consensus_rounds" not in r]
+    last = epochs[-1] if epochs else {}
     keys = ("mean_node_accuracy", "averaged_model_accuracy", "consensus_distance")
     return (int(rounds), str(s.get("consensus") or "compressed"),
-            {k: _num(b.get(k)) for k in keys}, {k: _num(s.get(k)) for k in keys})
+            {k: _num(b.get(k, last.get(k))) for k in keys}, {k: _num(s.get(k)) for k in keys})
 
 
 def _pct(v: float | None) -> str:
