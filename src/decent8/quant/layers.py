@@ -33,13 +33,16 @@ import torch
 from torch import nn
 
 from .. import node_axis
-from .quantizer import QuantSpec, quantize_grad, quantize_ste, quantize_tensor, sample_mean_range
+from .quantizer import QuantSpec, constant, mean, quantize_grad, quantize_ste, quantize_tensor, sample_mean_range
 
 
 def update_running(buf: torch.Tensor, value: torch.Tensor, momentum: float) -> None:
     """``buf ← momentum·buf + (1 − momentum)·value`` in place (``momentum`` = weight of the old value)."""
     with torch.no_grad():
-        buf.mul_(momentum).add_(value.detach().to(buf.dtype).reshape(buf.shape), alpha=1.0 - momentum)
+        value = value.detach()
+        if value.dtype != buf.dtype:
+            value = value.to(buf.dtype)
+        buf.mul_(constant(momentum, buf)).add_(value.reshape(buf.shape), alpha=1.0 - momentum)
 
 
 class ActQuant(nn.Module):
@@ -77,9 +80,9 @@ class ActQuant(nn.Module):
             # different range flips stochastic rounding decisions)
             d = xs.detach()
             if x.dim() == 1:  # one value per sample: the range is the batch mean (as sample_mean_range)
-                v = d[:, :, 0].t().contiguous().mean(1)
+                v = mean(d[:, :, 0].t().contiguous(), 1)
                 return v, v
-            return d.amin(2).t().contiguous().mean(1), d.amax(2).t().contiguous().mean(1)
+            return mean(d.amin(2).t().contiguous(), 1), mean(d.amax(2).t().contiguous(), 1)
 
         mn, mx, stochastic = self.quant_range(per_node_range)
         return quantize_ste(xs, mn.reshape(1, c, 1), mx.reshape(1, c, 1), self.spec.bits, stochastic,
