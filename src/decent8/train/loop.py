@@ -61,9 +61,13 @@ def to_device(x: Any, device: torch.device) -> Any:
 def default_run_stem(cfg: TrainConfig) -> str:
     """The generated run name without its random suffix: what ran, the seed, a time stamp.
     :meth:`RunDir.create_unique` appends ``-XXXXXX`` (random hex), so runs started in the
-    same second (with the same seed or not) never share a folder."""
+    same second (with the same seed or not) never share a folder. Portable: a character other
+    than letters, digits, ``.``, ``_``, ``+``, ``-`` (the ``:`` of ``topology=pkg.module:fn``) is ``-``."""
+    import re
+
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{run_label(cfg, '-')}-{cfg.topology.name}-n{cfg.nodes}-{partition_label(cfg, True)}-seed{cfg.seed}-{stamp}"
+    stem = f"{run_label(cfg, '-')}-{cfg.topology.name}-n{cfg.nodes}-{partition_label(cfg, True)}-seed{cfg.seed}-{stamp}"
+    return re.sub(r"[^A-Za-z0-9._+-]", "-", stem)
 
 
 def run_label(cfg: TrainConfig, sep: str = "/") -> str:
