@@ -165,6 +165,15 @@ def test_cell_folder_names_are_portable():
     assert all(ch.isalnum() or ch in "-_" for ch in name)
 
 
+def test_generated_run_folder_names_are_portable():
+    from decent8.config import load_config
+    from decent8.train.loop import default_run_stem
+
+    stem = default_run_stem(load_config(None, ["topology=mypkg.graphs:ring", "algorithm=dpsgd",
+                                               "compression=identity"]))
+    assert ":" not in stem and stem.startswith("dpsgd-identity-mypkg.graphs-ring-n8-s0.8-seed0-")
+
+
 def test_the_sweep_table_names_its_statistic():
     from decent8.cli.sweep_cmd import SPREAD_NOTE, results_table
 
