@@ -347,7 +347,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
             raise user_code.UserCodeError("algorithm", f"{name}.create returned {type(algorithm).__name__}, "
                                                        f"not an instance of decent8.algorithms.Algorithm")
         user_code.guard(algorithm, "algorithm", name, ("init_state", "update", "consensus_step", "debiased",
-                                                       "local_direction", "state_dict", "load_state_dict"))
+                                                       "local_direction", "state_dict", "load_state_dict",
+                                                       "exact_consensus_step"))
     else:
         algorithm = algorithm_type.from_context(context)
 
