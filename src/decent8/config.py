@@ -107,7 +107,7 @@ class TopologyConfig(Options):
     path: Optional[str] = None      # edge_list
     undirected: bool = False
     time_varying: bool = False      # exponential, hypercube: one peer per step
-    # --- breadth (issue 33): per-round random graphs and Base-(k+1) graphs
+    # --- per-round random graphs and Base-(k+1) graphs
     degree: Optional[float] = None  # erdos_renyi: expected degree (null: 4); random_k_out: k (null: 1); base: max degree k (null: 1)
 
 
@@ -207,7 +207,7 @@ class ClockConfig(Options):
 
 @dataclass
 class EvalConfig(Options):
-    """Evaluation at scale (issue 32; train/eval_nodes.py, Engine.evaluate)."""
+    """Evaluation at scale (train/eval_nodes.py, Engine.evaluate)."""
     nodes: str = "all"              # all | N: intermediate evaluations test a seeded sample of N nodes' own models; the last epoch's and the final evaluation test all
     node_chunk: int = 256           # nodes whose models are evaluated at a time (bounds the [chunk, batch, classes] outputs)
 
@@ -236,7 +236,7 @@ class TrainConfig(Options):
     checkpoint: bool = True         # write checkpoint.pt after every epoch
     progress: bool = True
     tensorboard: str = "auto"       # auto (events in <run>/tensorboard/ when tensorboardX is installed) | true | false
-    # --- breadth (issue 33): experiment tracking
+    # --- experiment tracking
     tracking: Optional[str] = None  # comma-separated: tensorboard, mlflow (file store <run>/mlruns), wandb (offline); train/tracking.py
     title: Optional[str] = None     # figure titles of the run (null: a short description of the config; train/titles.py)
     precision: str = "fp32"         # fp32 | int8 (8-bit training, quant group; messages travel as 8-bit values)
@@ -484,7 +484,7 @@ def _omegaconf_error(e: OmegaConfBaseException) -> ConfigError:
 # Working defaults per data set, applied beneath the user's YAML and overrides (see
 # load_config; `decent8 train --print-config` shows the result). The global defaults suit
 # digits; MNIST with the CNN, Nesterov momentum and Choco top-k at skew 0.8 diverges in
-# epoch 3 at lr 0.1 (issue 18); at 0.05 the same run trains (full MNIST: 93.7, 92.7,
+# epoch 3 at lr 0.1; at 0.05 the same run trains (full MNIST: 93.7, 92.7,
 # 95.6, 94.0 % after epochs 1-4, train loss 0.18 → 0.06). Here, not in data/registry.py,
 # so that reading a config does not import torch.
 DATASET_DEFAULTS: dict[str, dict[str, Any]] = {

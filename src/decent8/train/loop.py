@@ -428,7 +428,7 @@ class Session:
         pers_w = class_weights(c.parts, ds.y_train, ds.y_test)
         self.pers_w = pers_w[comm.local_nodes].to(c.device) if pers_w is not None else None
         from .eval_nodes import check_node_chunk, eval_sample, parse_eval_nodes
-        self.eval_sample = eval_sample(cfg.seed, cfg.nodes, parse_eval_nodes(cfg.eval.nodes, cfg.nodes))  # issue 32
+        self.eval_sample = eval_sample(cfg.seed, cfg.nodes, parse_eval_nodes(cfg.eval.nodes, cfg.nodes))
         self.node_chunk = check_node_chunk(cfg.eval.node_chunk)
 
     def diverged(self, when: str, epoch: int, consensus: bool = False) -> TrainingError:
@@ -576,7 +576,7 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
         "before_consensus_rounds": {k: before.get(k) for k in ("mean_node_accuracy", "averaged_model_accuracy",
                                                                 "mean_node_loss", "averaged_model_loss",
                                                                 "consensus_distance")},
-        # worst-node views (issue 33): the 10th percentile of the nodes' accuracies, and each node's
+        # worst-node views: the 10th percentile of the nodes' accuracies, and each node's
         # accuracy on the test set reweighted to its own training label distribution (train/personal.py)
         "p10_node_accuracy": final.get("p10_node_accuracy"),
         "mean_personalized_accuracy": final.get("mean_personalized_accuracy"),
