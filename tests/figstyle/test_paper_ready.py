@@ -158,11 +158,11 @@ def test_report_figures_are_paper_ready(tmp_path, drawn):  # noqa: F811
 
 
 def test_cell_folder_names_are_portable():
-    from decent8.cli.sweep_cmd import cell_name
+    from decent8.experiments.presets import Cell
 
-    name = cell_name(["algorithm=my_clip:ClippedDPSGD", "skew=0.9", "data.path=a b/c"])
-    assert name == "algorithm-my_clip-ClippedDPSGD_skew-0p9_datappath-a-b-c"
-    assert all(ch.isalnum() or ch in "-_" for ch in name)
+    name = Cell({"algorithm": "my_clip:ClippedDPSGD", "skew": "0.9", "data.path": "a b/c"}, []).name
+    assert name == "algorithm-my_clip-ClippedDPSGD_skew-0p9_datappath-ab-c"
+    assert Cell({"comp": "99-fp32wire", "skew": "0"}, []).name == "comp-99-fp32wire_skew-0"   # as before
 
 
 def test_generated_run_folder_names_are_portable():

@@ -99,14 +99,6 @@ def expand(overrides: list[str], cells: list[str]) -> tuple[list[str], list[list
     return fixed, grid, seen
 
 
-def cell_name(cell: list[str]) -> str:
-    """A cell's folder name, portable (letters, digits, ``-``, ``_``): ``skew=0.9`` → ``skew-0p9``;
-    any other character (``:`` of an import path, ``/``, spaces) becomes ``-``."""
-    if not cell:
-        return "base"
-    return "_".join(re.sub(r"[^A-Za-z0-9_-]", "-", kv.replace("=", "-").replace(".", "p")) for kv in cell)
-
-
 
 
 #: options a cell folder's config may differ in and still be the same cell: how it runs, and where the data

@@ -226,9 +226,13 @@ class Cell:
 
     @property
     def name(self) -> str:
+        """The cell's folder name, portable: ``skew=0.9`` → ``skew-0p9``; any character other
+        than letters, digits, ``-`` and ``_`` (the ``:`` of ``algorithm=pkg.module:Class``) is ``-``."""
+        import re
+
         if not self.labels:
             return "base"
-        return "_".join(f"{k}-{v}".replace("=", "-").replace("/", "-").replace(".", "p").replace(" ", "")
+        return "_".join(re.sub(r"[^A-Za-z0-9_-]", "-", f"{k}-{v}".replace(".", "p").replace(" ", ""))
                         for k, v in self.labels.items())
 
     @property
