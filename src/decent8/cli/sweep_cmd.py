@@ -99,8 +99,6 @@ def expand(overrides: list[str], cells: list[str]) -> tuple[list[str], list[list
     return fixed, grid, seen
 
 
-
-
 #: options a cell folder's config may differ in and still be the same cell: how it runs, and where the data
 #: files lie (a sweep resumed on another machine, or committed and continued from a fresh checkout)
 _IGNORED = EXECUTION_OPTIONS | {"data.root", "data.cache_dir"}
