@@ -332,6 +332,9 @@ def results_table(axes: list[str], finished: list) -> tuple[str, list[str], list
     quality = (("mean node RMSE ± s.e.", "mean_node_rmse", 1.0), ("avg model R² ± s.e.", "averaged_model_r2", 1.0)) \
         if regression else (("mean node acc % ± s.e.", "mean_node_accuracy", 100.0),
                             ("avg model acc % ± s.e.", "averaged_model_accuracy", 100.0))
+    from ..train.user_metrics import user_keys   # the user's metrics (metrics=): their node means
+    first = next((s for ss in groups.values() for s in ss), {})
+    quality += tuple((f"mean node {k[len('mean_node_'):]} ± s.e.", k, 1.0) for k in user_keys(first) if k.startswith("mean_node_"))
     headers = keys + ["n", *(q[0] for q in quality), "consensus dist", "bytes/node", "wall s"]
     rows = []
     for key, ss in groups.items():

@@ -78,15 +78,17 @@ REGRESSION_COLUMNS = (("RMSE, node mean", "mean_node_rmse"), ("RMSE, averaged", 
 
 
 def regression_table(sw: Sweep) -> str | None:
-    """Test RMSE, MAE and R² (and the user's metrics) per configuration, mean ± s.e. over its
-    seeds; None when no finished cell is a regression run."""
+    """Test RMSE, MAE and R² (regression runs) and the user's metrics (``metrics=``) per
+    configuration, mean ± s.e. over its seeds; None when no finished cell has any."""
     from ...train.user_metrics import user_keys
 
-    done = [c for c in sw.cells if c.summary and isinstance(c.summary.get("mean_node_rmse"), (int, float))]
+    done = [c for c in sw.cells if c.summary and (isinstance(c.summary.get("mean_node_rmse"), (int, float))
+                                                  or user_keys(c.summary))]
     if not done:
         return None
     user = [k for k in user_keys(done[0].summary or {})]
-    columns = list(REGRESSION_COLUMNS) + [(k.replace("mean_node_", "").replace("averaged_model_", "") +
+    regression = any(isinstance(c.summary.get("mean_node_rmse"), (int, float)) for c in done if c.summary)
+    columns = list(REGRESSION_COLUMNS if regression else ()) + [(k.replace("mean_node_", "").replace("averaged_model_", "") +
                                            (", node mean" if k.startswith("mean_node_") else ", averaged"), k)
                                           for k in user]
     groups: dict[str, list] = {}

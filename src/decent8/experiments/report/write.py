@@ -82,7 +82,7 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
     epochs = next((c.summary.get("epochs") for c in sw.cells if c.summary), None)
     scale_txt = f"scale {sw.scale:g} ({epochs} epochs, a {sw.scale:g} part of the train set). " if sw.scale else ""
     reg = regression_table(sw)
-    regression_only = reg is not None and not any(c.summary and c.summary.get(metric) is not None for c in sw.cells)
+    regression_only = reg is not None and "RMSE" in reg.split("\n", 1)[0] and not any(c.summary and c.summary.get(metric) is not None for c in sw.cells)
     if regression_only:   # no accuracy: the regression table is the result
         lines += [f"{finished} of {len(sw.cells)} cells finished. {scale_txt}A regression sweep: its runs report "
                   f"test errors, not accuracy.", ""]
@@ -93,7 +93,8 @@ def write_report(sw: Sweep, folder: Path, metric: str = "mean_node_accuracy",
                   "(s/√n, n = runs).", ""]
         lines += [table, ""]
     if reg is not None:
-        lines += ["## Regression: test RMSE, MAE and R²", "",
+        heading = "Regression: test RMSE, MAE and R²" if "RMSE" in reg.split("\n", 1)[0] else "Your metrics"
+        lines += [f"## {heading}", "",
                   "Per configuration, the mean over nodes of each node model's value and the averaged model's, "
                   "as mean ± standard error over the n seeds (s/√n).", "", reg, ""]
     walls = [float(c.summary["wall_time_s"]) for c in sw.cells if c.summary and "wall_time_s" in c.summary]
