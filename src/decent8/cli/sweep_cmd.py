@@ -334,7 +334,8 @@ def results_table(axes: list[str], finished: list) -> tuple[str, list[str], list
                             ("avg model acc % ± s.e.", "averaged_model_accuracy", 100.0))
     from ..train.user_metrics import user_keys   # the user's metrics (metrics=): their node means
     first = next((s for ss in groups.values() for s in ss), {})
-    quality += tuple((f"mean node {k[len('mean_node_'):]} ± s.e.", k, 1.0) for k in user_keys(first) if k.startswith("mean_node_"))
+    quality += tuple((f"mean node {k[len('mean_node_'):]} ± s.e.", k, 1.0) for k in user_keys(first)
+                     if k.startswith("mean_node_"))
     headers = keys + ["n", *(q[0] for q in quality), "consensus dist", "bytes/node", "wall s"]
     rows = []
     for key, ss in groups.items():
