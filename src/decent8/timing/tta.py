@@ -48,6 +48,7 @@ def step_log(cfg):
     batch = idx[:, 0]
     engine.train_step(c.dataset.x_train[batch].to(c.device), c.dataset.y_train[batch].to(c.device), 0.01)
     log = c.timer.recorder.pop_log()
+    engine.consensus = c.cfg.algorithm.consensus  # the run's kind of final round (compressed or exact)
     engine.consensus_round()
     return c, log, c.timer.recorder.pop_log()
 
