@@ -2,7 +2,6 @@
 the Sentlen-style builder, 8-bit transformers."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -125,20 +124,13 @@ def test_senteval_file_is_read_as_is(tmp_path):
 
 
 # --------------------------------------------------------------------------- pretrained folder + tokenizer
-#: the tests below need the optional transformers package (the ones above do not)
-needs_transformers = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
-                                        reason="needs the optional transformers package")
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    pytest.importorskip("transformers")
     from tests.text_fixtures import write_tiny_pretrained
 
     return write_tiny_pretrained(tmp_path_factory.mktemp("tiny") / "bert")
 
 
-@needs_transformers
 def test_tokenizer_cache_round_trips(tmp_path, tiny_dir):
     from tests.data_fixtures import AG_TRAIN, write_agnews
     from decent8.data import cache as cache_mod
@@ -168,7 +160,6 @@ def test_tokenizer_cache_round_trips(tmp_path, tiny_dir):
     assert cache_mod.LOADER_VERSION >= 1
 
 
-@needs_transformers
 def test_missing_pretrained_model_is_one_line_naming_where_it_looked(tmp_path):
     from decent8.models.pretrained import resolve_pretrained
 
@@ -180,7 +171,6 @@ def test_missing_pretrained_model_is_one_line_naming_where_it_looked(tmp_path):
     assert "no installed package" in str(e.value)
 
 
-@needs_transformers
 def test_pretrained_classifier_keeps_the_checkpoint_and_seeds_the_head(tiny_dir):
     from decent8.models import make_model
     from transformers import BertModel
@@ -194,7 +184,6 @@ def test_pretrained_classifier_keeps_the_checkpoint_and_seeds_the_head(tiny_dir)
     assert not torch.equal(m1.classifier.weight, m3.classifier.weight) and m1.classifier.weight.shape == (3, 32)
 
 
-@needs_transformers
 def test_int8_transformer_quantizes_linear_layers_only(tiny_dir):
     from decent8.models import make_model
     from decent8.quant import QLinear, QuantSpec
@@ -208,7 +197,6 @@ def test_int8_transformer_quantizes_linear_layers_only(tiny_dir):
     assert type(m.bert.embeddings.LayerNorm) is torch.nn.LayerNorm
 
 
-@needs_transformers
 @pytest.mark.parametrize("precision", ["fp32", pytest.param("int8", marks=pytest.mark.slow)])
 def test_hf_model_fine_tunes_on_agnews_with_local_adamw(tmp_path, tiny_dir, precision):
     """The whole path: model=hf model.pretrained=<folder>, its tokenizer, local AdamW, gossip."""
@@ -230,7 +218,6 @@ def test_hf_model_fine_tunes_on_agnews_with_local_adamw(tmp_path, tiny_dir, prec
     assert set(state) == {"m", "v", "t"} and int(state["t"]) == summary["steps"] and state["m"].shape[0] == 2
 
 
-@needs_transformers
 def test_agnews_default_model_and_hf_from_scratch_on_word_ids(tmp_path):
     from tests.data_fixtures import write_agnews
     from decent8.config import load_config

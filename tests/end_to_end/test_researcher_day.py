@@ -263,7 +263,6 @@ def _read_events(folder: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_tensorboard_events_beside_metrics(tmp_path):
-    pytest.importorskip("tensorboardX")
     from decent8.cli.main import main as cli_main
 
     assert cli_main(["train", "epochs=2", "nodes=2", "model.width=4", "data.subset=200", "progress=false",

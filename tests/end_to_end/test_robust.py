@@ -170,7 +170,6 @@ def test_report_removes_a_killed_runs_temporaries_and_spares_a_live_ones(tmp_pat
 
 # ------------------------------------------------------------------ 8. pretrained folders
 def _hf_folder(path: Path) -> Path:
-    pytest.importorskip("transformers")
     from tests.hf_tiny import factory
 
     factory(4, 64).save_pretrained(path)

@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("transformers")
-
-from decent8.cli.launch_cmd import LocalNodes  # noqa: E402
-from decent8.config import load_config  # noqa: E402
-from decent8.train.loop import train  # noqa: E402
+from decent8.cli.launch_cmd import LocalNodes
+from decent8.config import load_config
+from decent8.train.loop import train
 
 HERE = Path(__file__).resolve().parents[1]  # tests/: the fixtures' folder
 N = 4

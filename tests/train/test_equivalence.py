@@ -145,7 +145,6 @@ def test_huggingface_bert_dropout_draws_from_the_node_streams(tmp_path, precisio
     """A tiny random BERT with dropout on: it cannot run under vmap (transformers' masking has
     data-dependent control flow), so the loop runs it; its dropout (``F.dropout``) and 8-bit
     draws come from the nodes' streams, not from the global generator."""
-    pytest.importorskip("transformers")
     _write_text_data(tmp_path / "text.pt")
     ov = ["model=tests.equivalence_models:make_bert", "data.name=tensors", f"data.path={tmp_path / 'text.pt'}",
           f"precision={precision}", *ALGORITHMS["choco_topk"]]
