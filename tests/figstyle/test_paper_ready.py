@@ -86,7 +86,7 @@ def test_run_curves_show_r2_markers_and_the_post_consensus_point_apart(tmp_path,
 
 
 def test_config_titles_are_short_descriptions_or_the_users(tmp_path):
-    from decent8.config import evolve, load_config
+    from decent8.config import load_config
     from decent8.train.titles import config_title
 
     cfg = load_config(None, ["algorithm=my_algorithm:MyAlgorithm", "topology=directed_ring"])

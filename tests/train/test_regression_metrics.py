@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -51,7 +49,7 @@ def mse_run(tmp_path_factory):
 
 
 def test_rmse_mae_r2_match_the_definitions(mse_run):
-    (summary, folder), (_, _, x_test, y_test) = mse_run[0][:2], mse_run[1]
+    summary, (_, _, x_test, y_test) = mse_run[0][0], mse_run[1]
     # loss=mse: the test loss is the mean squared error, so RMSE² equals it
     assert summary["averaged_model_rmse"] ** 2 == pytest.approx(summary["averaged_model_loss"], rel=1e-6)
     assert summary["mean_node_rmse"] ** 2 <= summary["mean_node_loss"] * (1 + 1e-6)  # mean of √ ≤ √ of mean
