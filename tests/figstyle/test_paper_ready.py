@@ -85,6 +85,20 @@ def test_run_curves_show_r2_markers_and_the_post_consensus_point_apart(tmp_path,
     assert min(stars[0].get_xdata()) > max(curves[0].get_xdata())   # beside the last epoch, not a vertical drop
 
 
+def test_a_long_run_still_marks_every_evaluation(tmp_path, drawn):  # noqa: F811
+    from decent8.train.plots import plot_curves
+    from decent8.timing.plots import plot_time
+
+    rows = _rows(epochs=80)
+    plot_curves(rows, tmp_path / "curves.png", title="t")
+    plot_time(rows, tmp_path / "time.png", title="t")
+    for path, fig in drawn:
+        for ax in fig.axes:
+            for ln in ax.lines:
+                if len(ln.get_xdata()) > 1:
+                    assert ln.get_marker() not in (None, "None", "", " "), path
+
+
 def test_config_titles_are_short_descriptions_or_the_users(tmp_path):
     from decent8.config import load_config
     from decent8.train.titles import config_title

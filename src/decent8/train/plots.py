@@ -19,11 +19,17 @@ from typing import Any, Sequence
 from ..figstyle import new_figure, save, series_style, set_title, styled
 from ..figstyle.axes import bytes_axis, honest_ylim, log_axis, spread, with_n
 
-MARKER_MAX_POINTS = 30      # draw markers on curves with at most this many evaluations
+MARKER_MAX_POINTS = 30      # curves with more evaluations draw smaller markers (still one per evaluation)
 
 
-def _marker(n: int) -> str | None:
-    return "o" if n <= MARKER_MAX_POINTS else None
+def _marker(n: int) -> str:
+    """Every evaluation is a marker, whatever their number."""
+    return "o"
+
+
+def marker_size(n: int, size: float = 6.0) -> float:
+    """The marker size for a curve of ``n`` evaluations: ``size`` up to 30, then smaller (at least 1.5)."""
+    return size if n <= MARKER_MAX_POINTS else max(1.5, size * math.sqrt(MARKER_MAX_POINTS / n))
 
 
 def _epoch_axis(ax: Any, ep: Sequence[float]) -> None:
@@ -64,17 +70,19 @@ def plot_curves(rows: list[dict[str, Any]], path: str | os.PathLike, title: str 
         return
     ep = [r["epoch"] for r in rows]
     mk = _marker(len(rows))
+    plt_ms = marker_size(len(rows))
     fig = new_figure(11, 3.5)
     ax1, ax2, ax3 = fig.subplots(1, 3)
     key, ylabel, scale, logy = _quality(rows)
-    ax1.plot(ep, [scale * r[f"mean_node_{key}"] for r in rows], marker=mk, label="mean of node models")
-    ax1.plot(ep, [scale * r[f"averaged_model_{key}"] for r in rows], "--", marker=mk, mfc="none",
+    ax1.plot(ep, [scale * r[f"mean_node_{key}"] for r in rows], marker=mk, ms=plt_ms, label="mean of node models")
+    ax1.plot(ep, [scale * r[f"averaged_model_{key}"] for r in rows], "--", marker=mk, ms=plt_ms, mfc="none",
              label="averaged model")
     ax1.set_ylabel(ylabel)
-    ax2.plot(ep, [r["train_loss"] for r in rows], marker=mk, label="train (mean over nodes)")
-    ax2.plot(ep, [r["averaged_model_loss"] for r in rows], "--", marker=mk, mfc="none", label="test, averaged model")
+    ax2.plot(ep, [r["train_loss"] for r in rows], marker=mk, ms=plt_ms, label="train (mean over nodes)")
+    ax2.plot(ep, [r["averaged_model_loss"] for r in rows], "--", marker=mk, ms=plt_ms, mfc="none",
+             label="test, averaged model")
     ax2.set_ylabel("loss")
-    ax3.plot(ep, [max(r["consensus_distance"], 1e-30) for r in rows], marker=mk, label="during training")
+    ax3.plot(ep, [max(r["consensus_distance"], 1e-30) for r in rows], marker=mk, ms=plt_ms, label="during training")
     ax3.set_ylabel("consensus distance 1/n Σ‖x_i − x̄‖²")
     if post is not None:   # the final evaluation, after the gossip-only rounds (= summary.json)
         what = f"after {post['after_consensus_rounds']} consensus rounds"
@@ -123,8 +131,8 @@ def _band(runs: Sequence[Sequence[dict[str, Any]]], x_key: str, y_key: str,
 
 
 def _draw(ax, xs, ms, ss, style: dict[str, Any], label, n_runs: int, logy: bool = False) -> None:
-    ax.plot(xs, ms, color=style["color"], linestyle=style["linestyle"], marker=style["marker"] if
-            _marker(len(xs)) else None, markersize=3.5, label=label)
+    ax.plot(xs, ms, color=style["color"], linestyle=style["linestyle"], marker=style["marker"],
+            markersize=marker_size(len(xs), 3.5), label=label)
     if n_runs > 1:
         lo = [m - s for m, s in zip(ms, ss)]
         if logy:

@@ -165,7 +165,7 @@ def plot_validation_error(sw: Sweep, path: Path, metric: str = "mean_node_accura
     evaluation, whole-epoch ticks; the evaluation after the final consensus rounds is a
     star beside the last epoch, labelled, never joined to the line."""
     from ...figstyle import series_style
-    from ...train.plots import _band, _epoch_axis, split_final
+    from ...train.plots import _band, _epoch_axis, marker_size, split_final
 
     key = (sw.report or {}).get("curves")
     series: dict[str, list[list[dict[str, Any]]]] = {}
@@ -186,10 +186,9 @@ def plot_validation_error(sw: Sweep, path: Path, metric: str = "mean_node_accura
         if not xs:
             continue
         style = series_style(i)
-        if len(xs) >= 30:
-            style["marker"] = None
         n = len(runs)
-        ax.plot(xs, [100.0 - m for m in ms], label=label + (f" (mean of n={n})" if n > 1 else ""), **style)
+        ax.plot(xs, [100.0 - m for m in ms], label=label + (f" (mean of n={n})" if n > 1 else ""),
+                markersize=marker_size(len(xs)), **style)
         epochs += xs
         finals = [split_final(rows)[1] for rows in runs]
         finals = [f for f in finals if f is not None and f.get(metric) is not None]
