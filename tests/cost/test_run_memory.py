@@ -93,3 +93,15 @@ def test_estimate_within_20_percent_of_the_measured_peak(algorithm, compression,
           f"state {state / 2**20:.0f} MB vs peak − held {(seen['peak'] - seen['held']) / 2**20:.0f} MB")
     assert seen["estimate"] == pytest.approx(seen["peak"], rel=0.2)
     assert state == pytest.approx(seen["peak"] - seen["held"], rel=0.2)
+
+
+def test_decent8_cost_shows_the_simulated_runs_memory():
+    """``decent8 cost --nodes``: the same declarations as the pre-flight check — the
+    10,000-node MNIST MLP (118,282 parameters) with Choco top-k holds 48 B per parameter and node."""
+    rc, out, err = call(["cost", "--model", "mlp", "--dataset", "mnist", "--width", "128", "--nodes", "10000",
+                         "--algorithm", "choco", "--compression", "topk", "--format", "json"])
+    assert rc == 0, err
+    m = json.loads(out)["simulation_memory"]
+    assert (m["parameters"], m["bytes_per_parameter"]) == (118_282, 48)
+    assert m["gb"] == pytest.approx(10_000 * 118_282 * 48 / 1e9)
+    assert m["parts"] == {"model": 4, "optimizer": 8, "algorithm": 16, "checkpoint copy": 20}

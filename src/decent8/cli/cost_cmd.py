@@ -215,6 +215,18 @@ def _communication_opts(s: dict[str, Any]) -> dict[str, Any] | None:
             "index_dtype": s["index_dtype"], "wire": check_wire(s["wire"])}
 
 
+def simulation_memory(parameters: int, s: dict[str, Any]) -> dict[str, Any]:
+    """The nodes' state of a simulated run of ``--nodes`` in one process, from the declarations
+    of the algorithm, optimizer and compressor (:func:`decent8.cost.memory.run_memory`; what the
+    pre-flight check of ``decent8 train`` compares with the memory available)."""
+    from ..cost.memory import run_memory
+
+    m = run_memory(parameters, s["nodes"], s["algorithm"] or DEFAULTS["algorithm"],
+                   s["optimizer"] or DEFAULTS["optimizer"], s["compression"] or DEFAULTS["compression"])
+    return {"nodes": m.nodes, "parameters": m.parameters, "bytes_per_parameter": m.per_parameter,
+            "parts": m.parts, "gb": m.total / 1e9, "describe": m.describe()}
+
+
 def _emit_rows(rows: list[dict[str, Any]], fmt: str, markdown: str, headers: list[str], keys: list[str]) -> str:
     if fmt == "json":
         return json.dumps(rows, indent=2) + "\n"
@@ -258,6 +270,8 @@ def run(ns: argparse.Namespace) -> int:
     comm = _communication_opts(s)
     report = cost_report(s["model"], s["norm"], s["batch"], s["dataset"], s["width"], s["algorithm"], s["optimizer"],
                          costs, comm, layers=True, image_size=s["image_size"])
+    if comm is not None:
+        report["simulation_memory"] = simulation_memory(report["parameters"]["fp32"], s)
     if ns.run:
         report["run"] = str(ns.run)
         report["run_precision"] = s["precision"]
@@ -274,7 +288,10 @@ def run(ns: argparse.Namespace) -> int:
         if comm is not None:
             c = report["communication"]["fp32"]
             q = report["communication"]["int8"]
-            print(f"\ncommunication: {c['nodes']} nodes, {c['topology']} (mean out-degree {c['mean_out_degree']:g}), "
+            m = report["simulation_memory"]
+            print(f"\nsimulator memory: {m['nodes']:,} nodes in one process hold about {m['gb']:.3g} GB "
+                  f"({m['describe']}), beside the data set and torch")
+            print(f"communication: {c['nodes']} nodes, {c['topology']} (mean out-degree {c['mean_out_degree']:g}), "
                   f"{c['epochs']} epochs × {c['iterations'] // max(c['epochs'], 1)} iterations of batch {c['batch']} "
                   f"(N = {c['dataset_size']}), {c['compression']}"
                   + (f" {c['ratio']:g}" if c['compression'] in ('topk', 'topk_int8', 'randomk') else "")
