@@ -111,18 +111,24 @@ class _Scaled:
 
 def log_axis(ax: Any, which: str = "y") -> None:
     """A logarithmic axis whose in-between ticks are unlabelled (their labels overlap). Call
-    after the data is drawn: a range of less than about one decade (where no power of ten,
-    or one, falls inside) gets three to five round values labelled instead (0.4, 0.45, 0.5),
-    so that the axis always has numbers."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
+    after the data is drawn: a range holding fewer than two powers of ten gets 1-2-5 values
+    labelled (0.2, 0.5, 1, 2) or, for less than about half a decade, three to five round
+    values (0.4, 0.45, 0.5), so that the axis always has at least two numbers."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     ax.autoscale_view()
     lo, hi = (ax.get_xlim() if which == "x" else ax.get_ylim())
-    if lo > 0 and hi > lo and math.log10(hi / lo) < 1.3:
-        inner = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])
-        axis.set_major_locator(_Scaled(inner, 1.0))
+    def values(mantissas: tuple[float, ...]) -> list[float]:
+        decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        return [m * 10.0 ** e for e in decades for m in mantissas if lo <= m * 10.0 ** e <= hi]
+
+    if lo > 0 and hi > lo and len(values((1.0,))) < 2:   # fewer than two powers of ten in view
+        one_two_five = values((1.0, 2.0, 5.0))
+        locator = FixedLocator(one_two_five) if len(one_two_five) >= 3 else \
+            _Scaled(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]), 1.0)
+        axis.set_major_locator(locator)
         axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
         axis.set_minor_locator(NullLocator())
         return
