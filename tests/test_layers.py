@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     # 1 — compression (payload encode/decode), 8-bit quantization, the graph and its W
     "decent8.compression": 1, "decent8.quant": 1, "decent8.topology": 1,
     # 2 — data / model / algorithm / comm (and what they share: the task, the optimizer, the collectives)
-    "decent8.algorithms": 2, "decent8.collectives": 2, "decent8.comm": 2, "decent8.data": 2, "decent8.models": 2,
+    "decent8.algorithms": 2, "decent8.byzantine": 2, "decent8.collectives": 2, "decent8.comm": 2, "decent8.data": 2, "decent8.models": 2,
     "decent8.optim": 2, "decent8.task": 2,
     # 3 — models read by the cost model and the simulated clock
     "decent8.cost": 3, "decent8.timing": 3,

@@ -199,6 +199,17 @@ class FaultsConfig(Options):
 
 
 @dataclass
+class ByzantineConfig(Options):
+    """Byzantine nodes and robust gossip (decent8.byzantine; docs/algorithms.md)."""
+    nodes: Any = 0                  # a count, a fraction in [0, 1) or a list of node ids (a count or fraction: seeded choice, in summary.json)
+    attack: str = "none"            # none | sign_flip | gaussian | label_flip | alie | ipm | dissensus | pkg.module:Name
+    aggregator: str = "mean"        # mean | clipped_gossip | trimmed_mean | median | self_centered_clipping | pkg.module:Name
+    b: Optional[int] = None         # Byzantine in-neighbours a rule must tolerate (null: the most any honest node has)
+    scale: Optional[float] = None   # the attack's strength (null: its default; docs/algorithms.md)
+    clip_tau: Optional[float] = None  # clipped_gossip, self_centered_clipping: clipping radius τ (null: adaptive)
+
+
+@dataclass
 class ClockConfig(Options):
     """The simulated wall-clock (sim_time_s; decent8.timing.clock)."""
     overlap: bool = False           # overlap a step's communication with the next step's computation
@@ -258,6 +269,7 @@ class TrainConfig(Options):
     network: NetworkConfig = field(default_factory=NetworkConfig)
     device_model: DeviceModelConfig = field(default_factory=DeviceModelConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
+    byzantine: ByzantineConfig = field(default_factory=ByzantineConfig)
     clock: ClockConfig = field(default_factory=ClockConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     dist: DistConfig = field(default_factory=DistConfig)
@@ -383,7 +395,7 @@ def check_shape(option: str, value: Any) -> None:
     import typing
 
     t = _field_type(option)
-    if t is None or value is None:
+    if t is None or value is None or t is Any:   # Any (byzantine.nodes): checked where it is read
         return
     if dataclasses.is_dataclass(t):
         if isinstance(value, dict):

@@ -280,6 +280,10 @@ class GossipAlgorithm(Algorithm):
     supports_compression: ClassVar[bool] = True
     #: True: always push-sum (SGP, Sparse-Push, Choco-push); False: never; None: ``algorithm.push_sum``
     forced_push_sum: ClassVar[bool | None] = None
+    #: True: the gossip can mix through a robust rule over per-edge messages (``byzantine.*``; D-PSGD)
+    robust_mixing: ClassVar[bool] = False
+    #: the robust mixing of a run with Byzantine settings (decent8.byzantine.RobustGossip), set by the builder
+    robust = None
 
     def __init__(
         self,

@@ -1,6 +1,10 @@
 """D-PSGD (Lian et al. 2017), SPEC §3: r = Σ_j W_ij x½_j − x½_i, no compression.
 
 With ``push_sum=True`` this is Stochastic Gradient Push (Assran et al. 2019).
+
+With Byzantine settings (``byzantine.*``, :mod:`decent8.byzantine`) the neighbour sum is
+replaced by a robust rule over the individual messages (after the attack):
+x_i ← aggregator(x½_i, {m_{j→i}}), then x ← x½ + γ (that − x½).
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ class DPSGD(GossipAlgorithm):
     name = "dpsgd"
     display_name = "D-PSGD"
     supports_compression = False
+    robust_mixing = True
     #: no state; one update holds Σ_j W_ij x½_j and the communicator's temporaries
     state = StateSpec(step=8)
 
@@ -24,7 +29,10 @@ class DPSGD(GossipAlgorithm):
         return str(compression).strip().lower() in ("identity", "none")
 
     def _gossip(self, z: torch.Tensor, step: int) -> None:
-        mixed = self.comm.exchange(self._encode(z), self.compressor, step)
+        if self.robust is not None:
+            mixed = self.robust.mix(self.comm.exchange_messages(self._encode(z), self.compressor, step), step)
+        else:
+            mixed = self.comm.exchange(self._encode(z), self.compressor, step)
         if self.gamma == 1.0:
             z.copy_(mixed)
         else:
@@ -37,3 +45,4 @@ class SGP(DPSGD):
     name = "sgp"
     display_name = "SGP"
     forced_push_sum = True
+    robust_mixing = False

@@ -6,7 +6,7 @@ rank) and reaches its neighbours only through these calls. Every call that moves
 data counts the bytes of the payload tensors it moves (``bytes_sent``, per local node).
 
 The public calls (:meth:`Communicator.exchange`, :meth:`~Communicator.exchange_increment`,
-:meth:`~Communicator.mix_scalars`, :meth:`~Communicator.ring_pass`,
+:meth:`~Communicator.exchange_messages`, :meth:`~Communicator.mix_scalars`, :meth:`~Communicator.ring_pass`,
 :meth:`~Communicator.permute_pass`) are defined here once and never overridden: each
 tells the attached :class:`TrafficObserver` s what goes on the wire, times itself
 (``comm_time_s``), counts which implementation ran (``paths``) and calls the backend's
@@ -18,13 +18,16 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from ..compression.base import Compressor
 from ..compression.payload import Payload
 from ..topology import Topology
+
+if TYPE_CHECKING:
+    from ..byzantine.messages import NeighbourMessages
 
 
 class SparseIncrement:
@@ -141,6 +144,25 @@ class Communicator(ABC):
     def has_sparse_increment(self) -> bool:
         """True when this backend forms :class:`SparseIncrement` s from sparse messages."""
         return type(self)._sparse_increment is not Communicator._sparse_increment
+
+    def exchange_messages(self, payload: Payload, compressor: Compressor, step: int,
+                          decoded: torch.Tensor | None = None) -> "NeighbourMessages":
+        """Exchange like :meth:`exchange` (the same messages, bytes and observers) and return
+        the individual messages instead of their W-weighted sum: a
+        :class:`~decent8.byzantine.messages.NeighbourMessages` with, per local node i and
+        in-neighbour j (sorted by id), decode(payload_j) and W_ij. Robust aggregation and
+        Byzantine attacks read it (:mod:`decent8.byzantine`)."""
+        self._notify("gossip", step, float(payload.nbytes_per_node()))
+        return self._timed("messages", self._exchange_messages, payload, compressor, step, decoded)
+
+    def _exchange_messages(self, payload: Payload, compressor: Compressor, step: int,
+                           decoded: torch.Tensor | None) -> "NeighbourMessages":
+        raise NotImplementedError(f"{type(self).__name__} does not return per-edge messages")
+
+    @property
+    def has_exchange_messages(self) -> bool:
+        """True when this backend implements :meth:`exchange_messages`."""
+        return type(self)._exchange_messages is not Communicator._exchange_messages
 
     def mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
         """``[k, m]`` float32 side values (push-sum weights ω) mixed like the parameters:

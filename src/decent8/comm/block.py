@@ -83,6 +83,7 @@ class _BlockPlan:
     out_degree: torch.Tensor     # float64 [k]: out-edges of each local node (self excluded)
     cross_degree: torch.Tensor   # float64 [k]: those that cross ranks
     crossing: int                # crossing edges of the whole graph this phase
+    neighbours: object = None    # NeighbourTable: in-edge slots of the local nodes over [own; received] rows
 
 
 class BlockCommunicator(DistributedCommunicator):
@@ -172,6 +173,7 @@ class BlockCommunicator(DistributedCommunicator):
         dst, src = dst[order], src[order]
         send, recv = [], []
         cols_r, cols_c, cols_v = [], [], []
+        e_dst, e_src, e_w, e_row = [], [], [], []     # per in-edge of a local node (exchange_messages)
         offset = k
         for q in range(self.world_size):
             if q == me:
@@ -187,8 +189,12 @@ class BlockCommunicator(DistributedCommunicator):
                 cols_r += [self._pos[int(i)] for i in dst[inc]]
                 cols_c += list(range(offset, offset + m))
                 cols_v += list(w[dst[inc], src[inc]])
+                e_dst += list(dst[inc]); e_src += list(src[inc]); e_w += list(w[dst[inc], src[inc]])  # noqa: E702
+                e_row += list(range(offset, offset + m))
                 offset += m
         inside = (own[src] == me) & (own[dst] == me)
+        e_dst += list(dst[inside]); e_src += list(src[inside]); e_w += list(w[dst[inside], src[inside]])  # noqa: E702
+        e_row += [self._pos[int(j)] for j in src[inside]]
         cols_r += [self._pos[int(i)] for i in dst[inside]] + list(range(k))
         cols_c += [self._pos[int(j)] for j in src[inside]] + list(range(k))
         cols_v += list(w[dst[inside], src[inside]]) + [w[i, i] for i in self.local_nodes]
@@ -203,9 +209,13 @@ class BlockCommunicator(DistributedCommunicator):
         local = np.asarray(self.local_nodes)
         out_deg = off[:, local].sum(axis=0)
         cross_deg = (off[:, local] & (own[:, None] != me)).sum(axis=0)
+        from ..byzantine.messages import neighbour_table
+        table = neighbour_table(self.local_nodes, np.asarray(e_dst, dtype=np.int64), np.asarray(e_src, dtype=np.int64),
+                                np.asarray(e_w, dtype=np.float64), np.asarray([w[i, i] for i in self.local_nodes]),
+                                np.asarray(e_row, dtype=np.int64), self.device)
         return _BlockPlan(_Route(send, recv), mats[0].to(self.device), mats[1].to(self.device),
                           torch.as_tensor(out_deg, dtype=torch.float64), torch.as_tensor(cross_deg, dtype=torch.float64),
-                          crossing_edges(w, self.owner))
+                          crossing_edges(w, self.owner), table)
 
     def crossing_edges(self, step: int = 0) -> int:
         """Directed edges of the step's phase whose ends lie on different ranks."""
@@ -269,16 +279,38 @@ class BlockCommunicator(DistributedCommunicator):
         self._handshake_block(plan, spec, step, what)
         got = self._ship(plan.route, [payload.tensors[n].to(self.device) for n in names], what)
         own = (decoded if decoded is not None else compressor.decode(payload)).to(self.device)
-        if plan.route.rows_in:
-            received = Payload(dict(zip(names, got)))
-            why = compressor.check_received(received)
-            if why is not None:
-                peers = ", ".join(self._peer_name(q) for q, _ in plan.route.recv)
-                raise PeerError(f"a malformed payload from {peers}: {why} ({what}, seen by {self._peer_name(self.rank)})")
-            rows = torch.cat([own.to(dtype), compressor.decode(received).to(dtype)], dim=0)
-        else:
-            rows = own.to(dtype)
+        rows = self._rows(plan, compressor, names, got, own.to(dtype), what)
         return (plan.mix64 if dtype == torch.float64 else plan.mix32.to(dtype)) @ rows
+
+    def _rows(self, plan: _BlockPlan, compressor: Compressor, names: list[str], got: list[torch.Tensor],
+              own: torch.Tensor, what: str) -> torch.Tensor:
+        """``[own; decode(received)]``: the rows the phase's mixing matrix and neighbour table read."""
+        if not plan.route.rows_in:
+            return own
+        received = Payload(dict(zip(names, got)))
+        why = compressor.check_received(received)
+        if why is not None:
+            peers = ", ".join(self._peer_name(q) for q, _ in plan.route.recv)
+            raise PeerError(f"a malformed payload from {peers}: {why} ({what}, seen by {self._peer_name(self.rank)})")
+        return torch.cat([own, compressor.decode(received).to(own.dtype)], dim=0)
+
+    def _exchange_messages(self, payload: Payload, compressor: Compressor, step: int,
+                           decoded: torch.Tensor | None):
+        """The local nodes' in-neighbour messages: the exchange's wire, then the rows read by
+        the phase's neighbour table (the simulator's slots restricted to the block)."""
+        from ..byzantine.messages import gather
+        if payload.num_nodes != self.k:
+            raise ValueError(f"rank {self.rank} holds {self.k} nodes, got a payload for {payload.num_nodes}")
+        spec = compressor.spec()
+        plan = self._plan(step)
+        names = payload.names()
+        what = f"exchange at step {step}"
+        self._count(plan, float(payload.nbytes_per_node()))
+        self._handshake_block(plan, spec, step, what)
+        got = self._ship(plan.route, [payload.tensors[n].to(self.device) for n in names], what)
+        own = (decoded if decoded is not None else compressor.decode(payload)).to(self.device)
+        rows = self._rows(plan, compressor, names, got, own, what)
+        return gather(plan.neighbours, self.local_nodes, own, rows)
 
     def _mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
         plan = self._plan(step)

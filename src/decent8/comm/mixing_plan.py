@@ -10,6 +10,8 @@ and everything derived from it that a path needs:
   slot 0 is every node's self weight W_ii − 1, slot r ≥ 1 the r-th in-neighbour of every
   node that has one, so no destination repeats within a slot (the sparse increment
   Δ_dst += (W − I)_{dst,src} q_src, scattered at src's K message positions);
+* :meth:`MixingPlan.neighbours` — the in-neighbour slots of every node, sorted by sender
+  (:func:`decent8.byzantine.messages.neighbour_table`; per-edge messages);
 * :attr:`MixingPlan.sends` — messages each node sends this round (its out-degree; 0
   for a node that is down): ``bytes_sent += sends · payload bytes``.
 
@@ -42,6 +44,7 @@ class MixingPlan:
         self._topology, self._phase = topology, int(phase)
         self._matrices: dict[torch.dtype, torch.Tensor] = {}
         self._slots: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+        self._neighbours = None
 
     @classmethod
     def of_topology(cls, topology, step: int, device: torch.device) -> "MixingPlan":
@@ -89,3 +92,17 @@ class MixingPlan:
                 return torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=self.device)
             self._slots = [(t(d), t(s_), t(v, torch.float64)) for d, s_, v in slots]
         return self._slots
+
+    def neighbours(self):
+        """The in-neighbour slots of all n nodes (:class:`~decent8.byzantine.messages.NeighbourTable`),
+        from the same W as :meth:`slots` (self weight W_ii, W_ij per in-edge)."""
+        if self._neighbours is None:
+            from ..byzantine.messages import neighbour_table
+            slots = self.slots()
+            diag = slots[0][2].cpu().numpy() + 1.0
+            edges = slots[1:]
+            cat = lambda i, dt: (torch.cat([e[i].cpu() for e in edges]).numpy() if edges  # noqa: E731
+                                 else np.zeros(0, dtype=dt))
+            self._neighbours = neighbour_table(list(range(self.n)), cat(0, np.int64), cat(1, np.int64),
+                                               cat(2, np.float64), diag, device=self.device)
+        return self._neighbours

@@ -76,6 +76,17 @@ class SimulatorCommunicator(Communicator):
         return SparseIncrement([(dst, cols.index_select(0, src), vals.index_select(0, src).mul_(w[:, None]))
                                 for dst, src, w in plan.slots()])
 
+    def _exchange_messages(self, payload: Payload, compressor: Compressor, step: int,
+                           decoded: torch.Tensor | None):
+        """Every node's in-neighbour messages, gathered from the decoded ``[n, d]`` payloads
+        by the plan's slot table (:meth:`MixingPlan.neighbours`)."""
+        from ..byzantine.messages import gather
+        plan = self.plan(step)
+        self._count(plan, payload.nbytes_per_node())
+        if decoded is None:
+            decoded = compressor.decode(payload)
+        return gather(plan.neighbours(), self.local_nodes, decoded, decoded)
+
     def _mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
         plan = self.plan(step)
         self._count(plan, values.shape[1] * 4)

@@ -34,6 +34,7 @@ from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
 from ..task import CrossEntropy, make_task
 from .user_metrics import load_metrics
+from .byzantine import ByzantineRun, make_byzantine
 from .notices import check_regression_loss, push_sum_notice, say
 from .norm_stats import warn_if_skewed
 from ..quant.quantizer import QuantSpec
@@ -69,6 +70,7 @@ class Components:
     schedule: LRSchedule
     sampler: NodeSampler
     timer: Timer | None = None      # the simulated clock (decent8.timing, SPEC §12)
+    byzantine: ByzantineRun | None = None   # Byzantine nodes and the robust rule (train/byzantine.py)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -354,6 +356,12 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     else:
         algorithm = algorithm_type.from_context(context)
 
+    byzantine = make_byzantine(cfg, comm, topology, push_sum, algorithm_type, faults.active)
+    if byzantine is not None and byzantine.flips_labels and (dataset.is_regression or not task.classification):
+        raise ConfigError("byzantine.attack", "label_flip flips class labels; this run has no classes")
+    if byzantine is not None and byzantine.robust is not None:
+        algorithm.robust = byzantine.robust   # D-PSGD mixes through it (algorithms/dpsgd.py)
+
     o = cfg.optimizer
     optimizer = make_optimizer(algorithm_type.optimizer_for(o.kind), o.momentum, o.nesterov, o.weight_decay,
                                betas=o.betas, eps=o.eps)
@@ -363,7 +371,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     sampler = NodeSampler(parts, comm.local_nodes, cfg.data.batch_size, cfg.seed, device)
     timer = make_timer(cfg, topology, comm, compressor, model.dim, faults)
     components = Components(cfg, device, dataset, parts, topology, push_sum, gamma, defaults, comm, model, x0,
-                            compressor, algorithm, optimizer, schedule, sampler, timer)
+                            compressor, algorithm, optimizer, schedule, sampler, timer, byzantine)
     if getattr(algorithm_type, "event_driven", False):   # AD-PSGD's own refusals, before any run folder
         from .async_gossip import check_runnable
         check_runnable(components)

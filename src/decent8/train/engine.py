@@ -55,6 +55,10 @@ class Engine:
         self.norm_stats = "local"
         #: algorithm.consensus: what a final round is (compressed: the algorithm's; exact: x ← W x)
         self.consensus = "compressed"
+        #: byzantine.*: ``[k]`` bool, the honest local nodes (None: all; honest_* metrics of :meth:`evaluate`)
+        self.honest: torch.Tensor | None = None
+        #: byzantine.attack=label_flip: ``([k] bool, C)``: these nodes train on labels y → C − 1 − y
+        self.flip_labels: tuple[torch.Tensor, int] | None = None
 
     def params(self) -> torch.Tensor:
         """Each local node's model ``[k, d]`` (de-biased under push-sum)."""
@@ -64,6 +68,9 @@ class Engine:
         """One iteration on batches ``xb[k, b, ...]`` (a tensor or a dict of tensors),
         ``yb[k, b, ...]``; returns the per-node loss ``[k]``."""
         x = self.params()
+        if self.flip_labels is not None:
+            flip, classes = self.flip_labels
+            yb = torch.where(flip.reshape(-1, *[1] * (yb.dim() - 1)), classes - 1 - yb, yb)
         loss, grad = self.model.loss_and_grad(x, xb, yb, step=self.step_count)
         direction = self.optimizer.direction(grad, x)
         tracks = self.optimizer.tracks_gossip
@@ -193,6 +200,13 @@ class Engine:
             "consensus_distance": dist.mean().item(),
             "evaluated_nodes": int(tested.sum()),
         }
+        honest = None
+        if self.honest is not None:   # the honest nodes' own consensus: distance to their mean
+            h = self.honest.to(x.dtype)[:, None]
+            x_h = self.comm.mean_over_nodes(x * h) / self.comm.mean_over_nodes(h)
+            honest = self.comm.gather_nodes(self.honest.to(torch.float64)).cpu() > 0.5
+            dist_h = self.comm.gather_nodes(((x - x_h) ** 2).sum(1)).double().cpu()
+            out["honest_consensus_distance"] = dist_h[honest].mean().item()
         if not bool(tested.all()):
             out["evaluated_node_ids"] = torch.nonzero(tested).reshape(-1).tolist()
         if not task.classification and avg_errors and all(e is not None for e in avg_errors):
@@ -217,6 +231,9 @@ class Engine:
                 "averaged_model_accuracy": avg_correct.item() / n_test,
                 "p10_node_accuracy": torch.quantile(all_acc, 0.1).item(),
             })
+            if honest is not None:
+                acc = self.comm.gather_nodes(node_correct / n_test).double().cpu()
+                out["honest_mean_node_accuracy"] = acc[honest & tested].mean().item()
             if personal:
                 pers = self.comm.gather_nodes(pers_right / pers_total.clamp_min(1e-300)).double().cpu()[tested]
                 out.update({

@@ -386,6 +386,10 @@ class Session:
         self.engine = Engine(c.model, c.algorithm, c.optimizer, comm, c.x0)
         self.engine.norm_stats = cfg.model.norm_stats  # running statistics of node models (norm_stats.py)
         self.engine.consensus = cfg.algorithm.consensus  # the final rounds: compressed or exact (engine.py)
+        if c.byzantine is not None:   # honest-only metrics; label flips of the Byzantine nodes (train/byzantine.py)
+            self.engine.honest = c.byzantine.honest_mask(comm.local_nodes, c.device)
+            if c.byzantine.flips_labels:
+                self.engine.flip_labels = (~self.engine.honest, c.dataset.num_classes)
         self.timer = c.timer  # simulated clock + measured compute/communication split (decent8.timing, SPEC §12)
         self.start_epoch, self.wall_before, self.rows = 0, 0.0, []
         state = load_resume_checkpoint(run, comm) if resumed else None
@@ -562,6 +566,10 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
     return {
         "mean_node_accuracy": final.get("mean_node_accuracy"),
         "averaged_model_accuracy": final.get("averaged_model_accuracy"),
+        # byzantine.*: the nodes that lied and the honest nodes' accuracy and consensus (train/byzantine.py)
+        "byzantine": c.byzantine.record() if c.byzantine is not None else None,
+        "honest_mean_node_accuracy": final.get("honest_mean_node_accuracy"),
+        "honest_consensus_distance": final.get("honest_consensus_distance"),
         "consensus_distance": final["consensus_distance"],
         "bytes_sent_per_node": final["bytes_sent_per_node"],
         "spectral_gap": c.topology.spectral_gap,
