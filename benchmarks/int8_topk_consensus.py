@@ -7,6 +7,7 @@ runs the training loop's own steps (the schedule, the sampler, the augmentation 
 - consensus distance D = mean_i ‖x_i − x̄‖² (what summary.json reports),
 - per layer: mean_i ‖x_i − x̄‖ and ‖x̄‖ (weight norm),
 - Choco's public-copy error mean_i ‖x_i − x̂_i‖ (and per layer),
+- the last step's displacement mean_i ‖x_i(t) − x_i(t − 1)‖ (and per layer),
 - the learning rate,
 
 then the final node / averaged-model accuracy (Engine.evaluate). One JSON line per
@@ -43,12 +44,38 @@ PROXY = ["algorithm=choco", "compression=topk", "compression.ratio=0.99", "algor
          "progress=false"]
 
 
+def swap_gate(variant: str) -> None:
+    """Diagnostic variants of the norm-activation layers (``--variant``), patched in for this
+    process only: ``range_sigmoid`` — Range EvoNorm with EvoNorm-S0's sigmoid gate
+    (range scale kept); ``evonorm_hardsigmoid`` — EvoNorm-S0 with Range EvoNorm's hard
+    sigmoid (variance scale kept)."""
+    import torch.nn.functional as F
+    from decent8.models import norms
+
+    if variant == "range_sigmoid":
+        def forward(self, xt):
+            b = xt.shape[0]
+            num = xt * torch.sigmoid(xt * self._param(self.v))
+            r, length = norms.chunked_range(xt.reshape(b, self.groups, -1), self.chunks)
+            return self._affine(num, self._q(1.0 / (norms.range_constant(length) * r + self.eps)).unsqueeze(-1))
+        norms.RangeEvoNorm._forward = forward
+    elif variant == "evonorm_hardsigmoid":
+        def forward(self, xt):
+            b = xt.shape[0]
+            num = xt * F.hardsigmoid(xt * self._param(self.v))
+            var = xt.reshape(b, self.groups, -1).var(-1, unbiased=False, keepdim=True)
+            return self._affine(num, self._q(torch.rsqrt(var + self.eps)))
+        norms.EvoNormS0._forward = forward
+    elif variant:
+        raise SystemExit(f"--variant: unknown {variant!r}; allowed: range_sigmoid, evonorm_hardsigmoid")
+
+
 def layer_norms(v: torch.Tensor, layout) -> dict[str, float]:
     """mean over nodes of ‖v_i‖ restricted to each parameter tensor."""
     return {s.name: v[:, s.offset:s.end].norm(dim=1).mean().item() for s in layout}
 
 
-def record(engine: Engine, c, step: int, lr: float, layers: bool) -> dict:
+def record(engine: Engine, c, step: int, lr: float, layers: bool, prev: torch.Tensor | None = None) -> dict:
     x = engine.params()
     x_bar = x.mean(0, keepdim=True)
     dev = x - x_bar
@@ -59,8 +86,12 @@ def record(engine: Engine, c, step: int, lr: float, layers: bool) -> dict:
         err = x - x_hat
         row["public_copy_error"] = err.norm(dim=1).mean().item()
         row["public_copy_rel"] = row["public_copy_error"] / max(x.norm(dim=1).mean().item(), 1e-30)
+    if prev is not None:   # the last step's displacement (local step + gossip), mean over nodes
+        row["step_norm"] = (x - prev).norm(dim=1).mean().item()
     if layers:
         row["layer_dev"] = layer_norms(dev, c.model.layout)
+        if prev is not None:
+            row["layer_step"] = layer_norms(x - prev, c.model.layout)
         row["layer_norm"] = layer_norms(x_bar, c.model.layout)
         if x_hat is not None:
             row["layer_public_copy_error"] = layer_norms(x - x_hat, c.model.layout)
@@ -72,8 +103,10 @@ def main() -> None:
     p.add_argument("--every", type=int, default=50, help="steps between records")
     p.add_argument("--out", help="write the JSON lines here (default stdout)")
     p.add_argument("--layers", action="store_true", help="per-layer norms in each record")
+    p.add_argument("--variant", default="", help="range_sigmoid | evonorm_hardsigmoid (diagnostic layers)")
     p.add_argument("overrides", nargs="*")
     ns = p.parse_args()
+    swap_gate(ns.variant)
     c = build(load_config(None, PROXY + ns.overrides))
     cfg = c.cfg
     engine = Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0)
@@ -82,13 +115,14 @@ def main() -> None:
     steps = c.sampler.steps_per_epoch
     out = open(ns.out, "w") if ns.out else sys.stdout
     t0 = time.perf_counter()
-    lr = 0.0
+    lr, prev = 0.0, None
     for epoch in range(cfg.epochs):
         idx = c.sampler.epoch_indices(epoch)
         for s in range(steps):
             t = epoch * steps + s
             if t % ns.every == 0:
-                print(json.dumps(record(engine, c, t, lr, ns.layers)), file=out, flush=True)
+                print(json.dumps(record(engine, c, t, lr, ns.layers, prev)), file=out, flush=True)
+            prev = engine.params().clone() if (t + 1) % ns.every == 0 else None
             lr = c.schedule(epoch + s / steps)
             batch = idx[:, s]
             engine.train_step(augment(take(x_train, batch), t), y_train[batch], lr)
@@ -98,7 +132,7 @@ def main() -> None:
                   if k in m})
     final.update({"final": True, "precision": cfg.precision, "wire": cfg.compression.wire,
                   "wire_compression": c.compressor.name, "model": cfg.model.name, "norm": cfg.model.norm,
-                  "wall_s": time.perf_counter() - t0, "overrides": ns.overrides})
+                  "wall_s": time.perf_counter() - t0, "overrides": ns.overrides, "variant": ns.variant})
     print(json.dumps(final), file=out, flush=True)
 
 
