@@ -1,5 +1,5 @@
 """Per-node random streams: every random draw node i makes at step t comes from its own
-stream, keyed by ``(seed, i, t)`` (ARCHITECTURE "Models": the math never depends on how
+stream, keyed by ``(seed, i, t)`` (docs/architecture.md, "Models": the math never depends on how
 the nodes are executed).
 
 A draw is the ``j``-th random call of node i's forward (and backward) in step t: its
@@ -25,9 +25,12 @@ other is refused in one line naming the operator. What draws here:
   dropout (``F.dropout``, ``dropout1d/2d/3d``, ``alpha_dropout``,
   ``feature_alpha_dropout``, so every ``nn.*Dropout*``), ``F.rrelu`` (``nn.RReLU``; aten's
   rrelu has no vmap rule, so vmap chunks refuse it), ``torch.rand_like``,
-  ``torch.randn_like``, ``torch.bernoulli`` and ``Tensor.bernoulli``.
+  ``torch.randn_like``, ``torch.bernoulli``, ``Tensor.bernoulli``, the in-place
+  ``Tensor.uniform_``, ``normal_``, ``bernoulli_``, ``exponential_`` (under vmap on a tensor
+  with the node axis; without it, refused) and ``F.gumbel_softmax``. Compiled, the same
+  (:func:`prepare_compile`).
 
-Other random operators inside a model (``torch.rand(size)``, ``Tensor.normal_``, the
+Other random operators inside a model (``torch.rand(size)``, ``Tensor.random_``, the
 attention dropout of ``scaled_dot_product_attention``, …) cannot be assigned to nodes:
 they keep the global generator, and the first one met in a run gives a warning naming
 it (their draws then depend on ``sim.chunk``; docs/execution.md "Which random operators
@@ -338,22 +341,104 @@ def _bernoulli(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     return (_model_draw("torch.bernoulli", like) < like).to(input.dtype)
 
 
+def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any) -> Any:
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+def _fill_in_place(op: str, self: torch.Tensor, kind: int, values: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """``self`` filled in place with ``values(draw)``, the draw the node's own. Under vmap a
+    tensor without the node axis (made inside ``forward``) cannot hold c nodes' draws:
+    refused, naming ``op`` (an out-of-place draw, ``torch.rand_like``, can)."""
+    if _STATE.node is not None and not torch._C._functorch.is_batchedtensor(self):
+        raise UnattributedDraw(f"{op} fills a tensor of shape {tuple(self.shape)} without the node axis in place: "
+                               f"a vmap chunk cannot give each node its own draw; draw out of place "
+                               f"(torch.rand_like) or use sim.chunk=1")
+    u = _model_draw(op, self.detach(), kind)
+    return self.copy_(values(u))
+
+
+def _uniform_(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    lo, hi = _arg(args, kwargs, 0, "from", 0.0), _arg(args, kwargs, 1, "to", 1.0)
+    return _fill_in_place("Tensor.uniform_", self, UNIFORM, lambda u: u.mul_(hi - lo).add_(lo))
+
+
+def _normal_(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    mean, std = _arg(args, kwargs, 0, "mean", 0.0), _arg(args, kwargs, 1, "std", 1.0)
+    return _fill_in_place("Tensor.normal_", self, NORMAL, lambda z: z.mul_(std).add_(mean))
+
+
+def _bernoulli_(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    p = _arg(args, kwargs, 0, "p", 0.5)
+    return _fill_in_place("Tensor.bernoulli_", self, UNIFORM, lambda u: u < p)
+
+
+def _exponential(u: torch.Tensor, lambd: float) -> torch.Tensor:
+    """Exponential(λ) by inversion, ``−log(1 − u)/λ``, u kept off 0 (never an exact 0, as aten's)."""
+    return torch.log1p(-u.clamp_(min=torch.finfo(u.dtype).tiny)).mul_(-1.0 / lambd)
+
+
+def _exponential_(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    lambd = _arg(args, kwargs, 0, "lambd", 1.0)
+    return _fill_in_place("Tensor.exponential_", self, UNIFORM, lambda u: _exponential(u, lambd))
+
+
+def _gumbel_softmax(logits: torch.Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                    dim: int = -1) -> torch.Tensor:
+    """``F.gumbel_softmax`` with the node's own Gumbel noise ``−log(E)``, E ~ Exponential(1)
+    (torch's formula otherwise: softmax of ``(logits + g)/τ``; ``hard``: straight-through one-hot)."""
+    e = _exponential(_model_draw("F.gumbel_softmax", logits.detach()), 1.0)
+    y_soft = ((logits - e.log()) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = torch.zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
 #: operators drawn from the node's stream
 KEYED: dict[Callable, Callable] = {
     F.dropout: _dropout, F.dropout1d: _feature(1), F.dropout2d: _feature(2), F.dropout3d: _feature(3),
     F.alpha_dropout: _alpha(False), F.feature_alpha_dropout: _alpha(True), F.rrelu: _rrelu,
     torch.rand_like: _rand_like, torch.randn_like: _randn_like, torch.bernoulli: _bernoulli,
-    torch.Tensor.bernoulli: _bernoulli,
+    torch.Tensor.bernoulli: _bernoulli, torch.Tensor.uniform_: _uniform_, torch.Tensor.normal_: _normal_,
+    torch.Tensor.bernoulli_: _bernoulli_, torch.Tensor.exponential_: _exponential_,
+    F.gumbel_softmax: _gumbel_softmax,
 }
 
 #: random operators that stay on the global generator (a warning names the first one met)
 UNKEYED: tuple[Callable, ...] = tuple(f for f in (
     torch.rand, torch.randn, torch.randint, torch.randint_like, torch.randperm, torch.normal, torch.poisson,
-    torch.multinomial, F.gumbel_softmax, torch.rrelu, torch.rrelu_, F.rrelu_,
-    torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.bernoulli_, torch.Tensor.random_,
-    torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.log_normal_, torch.Tensor.cauchy_,
-    torch.Tensor.multinomial,
+    torch.multinomial, torch.rrelu, torch.rrelu_, F.rrelu_, torch.Tensor.random_,
+    torch.Tensor.geometric_, torch.Tensor.log_normal_, torch.Tensor.cauchy_, torch.Tensor.multinomial,
 ) if f is not None)
+
+_compile_ready = False
+
+
+def prepare_compile() -> None:
+    """Before ``torch.compile`` traces a chunk: dynamo calls a ``TorchFunctionMode`` for
+    the functions torch lists as overridable only, and ``torch.rand_like`` /
+    ``torch.randn_like`` (and ``torch.rand``, ``randn``, … of :data:`UNKEYED`) are listed
+    as ignored, so a compiled graph would call them as they are: global-generator draws
+    where eager mode draws from the nodes' streams (or warns). They become graph breaks
+    (``torch._dynamo.disallow_in_graph``): run eagerly between the compiled graphs, under
+    the mode, as in eager mode. (Process-wide: another compiled function calling them
+    also breaks its graph there; its results are unchanged.)"""
+    global _compile_ready
+    if _compile_ready:
+        return
+    import torch._dynamo
+    from torch.overrides import get_ignored_functions
+
+    ignored = get_ignored_functions()
+    for f in (*KEYED, *UNKEYED):
+        if f in ignored:
+            torch._dynamo.disallow_in_graph(f)
+    _compile_ready = True
+
+
+#: dynamo's warning at each graph break of :func:`prepare_compile` (expected: not the user's to act on)
+GRAPH_BREAK_WARNING = r"Dynamo does not know how to trace the builtin `torch\._VariableFunctionsClass\.(rand|randn|randint|randperm|normal)"
 
 _warned: set[str] = set()
 
@@ -430,4 +515,4 @@ def keyed_random(keys: torch.Tensor | None, intercept: bool | None = True) -> It
 
 __all__ = ["UNIFORM", "NORMAL", "DITHER", "node_keys", "fill", "node_rand", "active", "start", "take_call", "node_streams",
            "draw", "in_vmap_body", "in_merged_batch", "UnattributedDraw", "KEYED", "UNKEYED", "NodeRandomMode",
-           "may_draw", "keyed_random"]
+           "may_draw", "keyed_random", "prepare_compile", "GRAPH_BREAK_WARNING"]

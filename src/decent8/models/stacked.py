@@ -1,4 +1,4 @@
-"""All k nodes' models: one plain ``nn.Module``, one flat ``[k, d]`` parameter buffer (ARCHITECTURE "model").
+"""All k nodes' models: one plain ``nn.Module``, one flat ``[k, d]`` parameter buffer (docs/architecture.md "Models").
 
 Node i's model is the user's module with row i of the flat buffer substituted for its
 parameters (``torch.func.functional_call``); gossip and the wire see only the flat
@@ -184,6 +184,7 @@ class StackedModel:
         model's buffers and the RNG are restored and the run goes on eagerly
         (``compile_failure`` says why); once a whole step has run compiled, nothing is
         snapshotted any more."""
+        streams.prepare_compile()
         self._compiled_loss = torch.compile(self._chunk_loss, dynamic=False)
         self._compile_strict = strict
         self._compile_ok = False
@@ -204,7 +205,8 @@ class StackedModel:
         # failed call may have changed
         saved = None if self._compile_strict or self._compile_ok else self._snapshot(named)
         try:
-            with inductor_config.patch(fallback_random=True):
+            with inductor_config.patch(fallback_random=True), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", streams.GRAPH_BREAK_WARNING)  # (prepare_compile's breaks)
                 return self._compiled_loss(named, *args)
         except Exception as e:
             if saved is not None:  # auto: back to eager, where a real error shows again
