@@ -125,3 +125,20 @@ def test_user_attack_and_rule_by_import_path(tmp_path, monkeypatch):
     c.algorithm.step(z, 0)
     torch.testing.assert_close(z, expect, rtol=1e-5, atol=1e-5)
     assert c.byzantine.record() == {"nodes": [2], "attack": "lies:Zeros", "aggregator": "lies:Plain", "b": 1}
+
+
+def test_label_flip_trains_the_byzantine_nodes_on_flipped_labels(monkeypatch):
+    from decent8.train.engine import Engine
+    c = build(load_config(None, [*BASE, "topology=ring", "byzantine.nodes=[1, 6]", "byzantine.attack=label_flip"]))
+    assert c.byzantine.robust is None and c.byzantine.flips_labels    # honest messages: plain gossip
+    engine = Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0)
+    engine.honest = c.byzantine.honest_mask(c.comm.local_nodes, c.device)
+    engine.flip_labels = (~engine.honest, 10)
+    seen = []
+    real = c.model.loss_and_grad
+    monkeypatch.setattr(c.model, "loss_and_grad", lambda x, xb, yb, **kw: (seen.append(yb.clone()), real(x, xb, yb, **kw))[1])
+    y = torch.arange(8 * 3).reshape(8, 3) % 10
+    engine.train_step(torch.zeros(8, 3, 1, 8, 8), y, lr=0.0)
+    expect = y.clone()
+    expect[[1, 6]] = 9 - y[[1, 6]]
+    assert torch.equal(seen[0], expect)
