@@ -48,7 +48,8 @@ def swap_gate(variant: str) -> None:
     """Diagnostic variants of the norm-activation layers (``--variant``), patched in for this
     process only: ``range_sigmoid`` — Range EvoNorm with EvoNorm-S0's sigmoid gate
     (range scale kept); ``evonorm_hardsigmoid`` — EvoNorm-S0 with Range EvoNorm's hard
-    sigmoid (variance scale kept)."""
+    sigmoid (variance scale kept); ``range_unbiased`` — Range EvoNorm normalising by
+    R / d2(L), the unbiased Gaussian σ estimate from the chunk range, instead of C(L)·R."""
     import torch.nn.functional as F
     from decent8.models import norms
 
@@ -66,8 +67,20 @@ def swap_gate(variant: str) -> None:
             var = xt.reshape(b, self.groups, -1).var(-1, unbiased=False, keepdim=True)
             return self._affine(num, self._q(torch.rsqrt(var + self.eps)))
         norms.EvoNormS0._forward = forward
+    elif variant == "range_unbiased":
+        # R / d2(L) is an unbiased estimate of σ for Gaussian chunks of L values (d2: the
+        # expected range of L standard normal draws), where C(L)·R is ≈ 0.67 σ at L = 4
+        d2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 16: 3.532}
+
+        def forward(self, xt):
+            b = xt.shape[0]
+            num = xt * F.hardsigmoid(xt * self._param(self.v))
+            r, length = norms.chunked_range(xt.reshape(b, self.groups, -1), self.chunks)
+            return self._affine(num, self._q(1.0 / (r / d2[length] + self.eps)).unsqueeze(-1))
+        norms.RangeEvoNorm._forward = forward
     elif variant:
-        raise SystemExit(f"--variant: unknown {variant!r}; allowed: range_sigmoid, evonorm_hardsigmoid")
+        raise SystemExit(f"--variant: unknown {variant!r}; allowed: range_sigmoid, evonorm_hardsigmoid, "
+                         f"range_unbiased")
 
 
 def layer_norms(v: torch.Tensor, layout) -> dict[str, float]:
@@ -103,7 +116,7 @@ def main() -> None:
     p.add_argument("--every", type=int, default=50, help="steps between records")
     p.add_argument("--out", help="write the JSON lines here (default stdout)")
     p.add_argument("--layers", action="store_true", help="per-layer norms in each record")
-    p.add_argument("--variant", default="", help="range_sigmoid | evonorm_hardsigmoid (diagnostic layers)")
+    p.add_argument("--variant", default="", help="range_sigmoid | evonorm_hardsigmoid | range_unbiased (diagnostic layers)")
     p.add_argument("overrides", nargs="*")
     ns = p.parse_args()
     swap_gate(ns.variant)
