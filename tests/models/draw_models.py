@@ -94,3 +94,40 @@ def make_feature_mask_24(input_shape, num_classes):
 def make_plain_sequential(input_shape, num_classes):
     """torch's layers only, none random: the probe finds no draw."""
     return nn.Sequential(nn.Flatten(), nn.Linear(_flat(input_shape), 16), nn.ReLU(), nn.Linear(16, num_classes))
+
+
+class InPlaceDrawNet(nn.Module):
+    """In-place draws on tensors with the batch axis (``uniform_``, ``normal_``, ``bernoulli_``,
+    ``exponential_``) and ``F.gumbel_softmax``."""
+
+    def __init__(self, input_shape, num_classes: int, width: int = 32) -> None:
+        super().__init__()
+        self.flat = nn.Flatten()
+        self.fc1 = nn.Linear(_flat(input_shape), width)
+        self.fc2 = nn.Linear(width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(self.flat(x))
+        if self.training:
+            h = h * (1.0 + 0.1 * torch.empty_like(h).uniform_(-0.5, 0.5)) + 0.1 * torch.empty_like(h).normal_()
+            h = h * torch.empty_like(h).bernoulli_(0.8) / 0.8 + 0.01 * torch.empty_like(h).exponential_()
+            h = h + nn.functional.gumbel_softmax(h, tau=1.0)
+        return self.fc2(torch.relu(h))
+
+
+class InPlaceFeatureNet(FeatureMaskNet):
+    """One in-place Bernoulli feature mask per node on a tensor made in ``forward`` (no batch axis)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.act(self.fc1(self.flat(x)))
+        if self.training:
+            h = h * torch.empty(self.width, device=h.device).bernoulli_(0.8) / 0.8
+        return self.fc2(h)
+
+
+def make_inplace_draws(input_shape, num_classes):
+    return InPlaceDrawNet(input_shape, num_classes)
+
+
+def make_inplace_feature_mask(input_shape, num_classes):
+    return InPlaceFeatureNet(input_shape, num_classes, width=24)

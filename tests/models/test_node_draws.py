@@ -134,3 +134,30 @@ def test_the_probe_finds_a_random_torch_layer_by_its_operator_and_drops_the_inte
         assert sm.may_draw is None  # torch's layers only: decided by the first training chunk
         sm.loss_and_grad(c.x0.unsqueeze(0).repeat(NODES, 1), *_batch(c, 0))
         assert sm.may_draw is expected
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_in_place_draws_and_gumbel_softmax_are_each_nodes_own_in_every_strategy(precision):
+    """``Tensor.uniform_/normal_/bernoulli_/exponential_`` on tensors with the batch axis and
+    ``F.gumbel_softmax``: drawn from the nodes' streams (reseeding the global generator changes
+    nothing, another stream seed does), vmap chunks and node-batched layers equal the loop."""
+    model = "make_inplace_draws"
+    torch.manual_seed(1)
+    ref1 = _run(model, "1", 1, precision)
+    torch.manual_seed(2)
+    assert torch.equal(_run(model, "1", 1, precision), ref1)
+    assert _rel(_run(model, "1", 1, precision, stream_seed=7), ref1) > 1e-4
+    ref3 = _run(model, "1", 3, precision)
+    for spec in ("2", "4", "layers:4"):
+        assert _rel(_run(model, spec, 1, precision), ref1) <= BOUND, spec
+        assert _rel(_run(model, spec, 3, precision), ref3) <= BOUND, spec
+
+
+def test_an_in_place_draw_without_the_batch_axis_is_refused_in_one_line_off_the_loop():
+    """``torch.empty(w).bernoulli_(p)``: per node in the loop; a vmap chunk cannot write c nodes'
+    draws into one tensor and node-batched layers cannot attribute it — both refused in one line
+    naming ``Tensor.bernoulli_``."""
+    ref = _run("make_inplace_feature_mask", "1", 1)
+    assert _rel(_run("make_inplace_feature_mask", "1", 1, stream_seed=7), ref) > 1e-4
+    assert "Tensor.bernoulli_" in _refusal("make_inplace_feature_mask", "4")
+    assert "Tensor.bernoulli_" in _refusal("make_inplace_feature_mask", "layers:4")
