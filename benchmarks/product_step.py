@@ -34,7 +34,13 @@ CASES: dict[str, tuple[list[str], int]] = {
     "mlp-256": (["model=mlp", "nodes=256"], 5),
     "cnn-1024": (["model=cnn", "nodes=1024"], 3),
     "resnet20-8": (["model=resnet20", "nodes=8", "data.name=tensors", "data.batch_size=32", "topology=ring"], 5),
+    "resnet20-8-int8": (["model=resnet20", "nodes=8", "data.name=tensors", "data.batch_size=32", "topology=ring",
+                         "precision=int8"], 3),
+    "cnn-64": (["model=cnn", "nodes=64"], 5),
+    "cnn-64-int8": (["model=cnn", "nodes=64", "precision=int8"], 5),
 }
+#: cases run when --cases is not given (the 8-bit ones on request)
+DEFAULT = ["mlp-256", "cnn-1024", "resnet20-8"]
 SMOKE: dict[str, tuple[list[str], int]] = {
     "mlp-16": (["model=mlp", "nodes=16", "model.width=16"], 2),
 }
@@ -123,7 +129,7 @@ def main() -> None:
         return
     smoke = os.environ.get("DECENT8_BENCH_SMOKE") == "1"   # tiny cases, a few seconds (CI)
     table = SMOKE if smoke else CASES
-    names = args.cases or list(table)
+    names = args.cases or (list(table) if smoke else DEFAULT)
     tmp = Path(tempfile.mkdtemp(prefix="decent8-product-step-"))
     data = [f"data.path={cifar_like_tensors(tmp, 64 if smoke else 512)}"]
     trees = [("after", ROOT / "src")] + ([("before", args.before.resolve())] if args.before else [])
