@@ -11,6 +11,7 @@ one gossip round's mixing over the per-edge messages:
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ def pick_nodes(spec: object, n: int, seed: int) -> list[int]:
                 raise ConfigError(opt, f"must be a count, a fraction in [0, 1) or a list of node ids, got {spec!r}") from None
     if isinstance(spec, (list, tuple)):
         try:
-            ids = sorted({int(i) for i in spec})
+            ids = sorted({int(i) if isinstance(i, str) else operator.index(i) for i in spec})
         except (TypeError, ValueError):
             raise ConfigError(opt, f"a list of node ids must hold integers, got {list(spec)!r:.80}") from None
         bad = [i for i in ids if not 0 <= i < n]
