@@ -60,8 +60,8 @@ def measure(options: list[str], reps: int, inner: int) -> dict:
         if keep == n:
             continue
         xs = comp._group_view(x, n, slots)
-        for name, fn in (("topk", lambda: torch.topk(xs.abs(), keep, dim=2, sorted=False)),
-                         ("select", lambda: top_indices(xs, keep, magnitude=True))):
+        for name, fn in (("topk", lambda xs=xs, keep=keep: torch.topk(xs.abs(), keep, dim=2, sorted=False)),
+                         ("select", lambda xs=xs, keep=keep: top_indices(xs, keep, magnitude=True))):
             rows.setdefault(f"{n}x{len(slots)}:{keep}:{name}", []).append(_median_ms(fn, inner))
     encode = _median_ms(lambda: comp.encode(x), inner)
     return {"groups": {key: min(v) for key, v in rows.items()}, "encode_ms": encode, "k": k, "d": comp.layout.dim}
