@@ -142,3 +142,12 @@ def test_label_flip_trains_the_byzantine_nodes_on_flipped_labels(monkeypatch):
     expect = y.clone()
     expect[[1, 6]] = 9 - y[[1, 6]]
     assert torch.equal(seen[0], expect)
+
+
+def test_a_resumed_run_imports_a_users_attack_or_rule_only_when_named_again(tmp_path):
+    from decent8.train.resume_trust import check_resume_code, restated_code
+    cfg = load_config(None, ["byzantine.attack=lies:Zeros", "byzantine.aggregator=lies:Plain"])
+    with pytest.raises(ConfigError, match=r"names code \(byzantine.attack=lies:Zeros\)"):
+        check_resume_code(cfg, tmp_path, {}, trust=False)
+    named = restated_code(["byzantine.attack=lies:Zeros", "byzantine.aggregator=lies:Plain"], tmp_path)
+    check_resume_code(cfg, tmp_path, named, trust=False)

@@ -3,7 +3,8 @@
 A run folder is data: a copied or downloaded one must not run code on ``--resume``.
 Its ``config.yaml`` may name code by import path (``model=pkg.module:factory``,
 ``loss=pkg.module:function``, ``algorithm=``, ``compression=pkg.module:Class``,
-``topology=pkg.module:function``, ``metrics=pkg.module:function``); on resume such code runs only if the user names it again
+``topology=pkg.module:function``, ``metrics=pkg.module:function``, ``byzantine.attack=`` and
+``byzantine.aggregator=pkg.module:Name``); on resume such code runs only if the user names it again
 on the command line (``--resume RUN model=pkg.module:factory``) or passes
 ``--trust-config``. A module that lies inside the run folder never runs, trusted or not.
 """
@@ -17,7 +18,8 @@ from typing import Any, Iterable
 from ..errors import ConfigError
 
 #: options whose value may be an import path, i.e. code that runs when the run is built
-CODE_OPTIONS = ("model.name", "loss", "algorithm.name", "topology.name", "compression.name", "metrics")
+CODE_OPTIONS = ("model.name", "loss", "algorithm.name", "topology.name", "compression.name", "metrics",
+                "byzantine.attack", "byzantine.aggregator")
 #: a group's shorthand on the command line (``model=x`` is ``model.name=x``)
 _SHORTHAND = {"model": "model.name", "algorithm": "algorithm.name", "topology": "topology.name",
               "compression": "compression.name"}
