@@ -86,6 +86,9 @@ def _choose(c, sm, spec: str) -> None:
         return
     from decent8.config import evolve
 
+    # dynamo compiles one code object (StackedModel._chunk_loss) at most 8 times per process
+    # (its cache_size_limit), then runs it eagerly without a word: each compiled case from scratch
+    torch._dynamo.reset()
     cc = dataclasses.replace(c, model=sm, cfg=evolve(c.cfg, {"sim.compile": "true", "sim.chunk": "auto"}))
     augment = make_batch_transform(cc.dataset, cc.cfg.data.augment, cc.cfg.seed, cc.comm.local_nodes, cc.device)
     choice = resolve_execution(cc, augment)
