@@ -24,6 +24,13 @@ def call(argv: list[str]) -> tuple[object, str, list[str]]:
     return rc, out.getvalue(), [ln for ln in err.getvalue().splitlines() if ln.strip()]
 
 
+def override(args: list[str], *items: str) -> list[str]:
+    """``args`` with the ``key=value`` items set: a key already there takes the new value in
+    its place (no option given twice), a new one is appended."""
+    keys = {item.split("=", 1)[0] for item in items}
+    return [a for a in args if a.split("=", 1)[0] not in keys] + list(items)
+
+
 def small_config(overrides: list[str]) -> list[str]:
     return ["nodes=4", "device=cpu", "progress=false", "model.width=4", *overrides]
 

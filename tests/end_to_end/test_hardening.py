@@ -17,7 +17,7 @@ import torch
 from decent8.config import load_config, to_yaml
 from decent8.errors import ConfigError
 
-from tests.helpers import call
+from tests.helpers import call, override
 
 FAST = ["device=cpu", "model=mlp", "model.width=4", "nodes=4", "progress=false", "algorithm.consensus_rounds=2"]
 
@@ -272,8 +272,8 @@ def test_launcher_store_listens_on_the_master_address_only(tmp_path):
 
 # ------------------------------------------------------------------ wrong results with exit 0
 def test_divergence_in_the_final_consensus_rounds_is_caught(tmp_path):
-    rc, _, lines = call(["train", *FAST, "epochs=1", "algorithm.gamma=2.5", "algorithm.consensus_rounds=500",
-                         f"out_dir={tmp_path}", "name=d", "--quiet"])
+    rc, _, lines = call(["train", *override(FAST, "epochs=1", "algorithm.gamma=2.5", "algorithm.consensus_rounds=500",
+                                             f"out_dir={tmp_path}", "name=d"), "--quiet"])
     one_line(rc, lines, code=1)
     assert "diverged during the 500 final consensus rounds" in lines[0] and "algorithm.gamma" in lines[0]
     assert not (tmp_path / "d" / "summary.json").exists()

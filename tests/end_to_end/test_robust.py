@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import call
+from tests.helpers import call, override
 
 FAST = ["device=cpu", "model=mlp", "model.width=4", "nodes=4", "progress=false", "algorithm.consensus_rounds=2",
         "data.subset=200"]
@@ -418,9 +418,9 @@ def test_a_failed_checkpoint_write_names_the_file_size_limit(tmp_path, monkeypat
 
 
 def test_a_batch_larger_than_a_shard_is_warned_in_one_line(tmp_path):
-    rc, out, lines = call(["train", *FAST, "nodes=8", "data.batch_size=64", "--check"])
+    rc, out, lines = call(["train", *override(FAST, "nodes=8", "data.batch_size=64"), "--check"])
     assert rc == 0 and len(lines) == 1 and lines[0].startswith("decent8: warning: data.batch_size=64"), lines
-    rc, out, lines = call(["train", *FAST, "nodes=8", "data.batch_size=8", "--check"])
+    rc, out, lines = call(["train", *override(FAST, "nodes=8", "data.batch_size=8"), "--check"])
     assert rc == 0 and not lines, lines
 
 

@@ -103,14 +103,15 @@ def _option(item: str) -> str | None:
 
 
 def warn_repeated_keys(args: list[str]) -> None:
-    """One line per option given twice among ``key=value`` arguments (the last one is used)."""
+    """One line per option given twice with different values among ``key=value`` arguments
+    (the last one is used); the same value twice overrides nothing and is not warned."""
     given: dict[str, list[str]] = {}
     for item in args:
         key = _option(item)
         if key is not None:
             given.setdefault(key, []).append(item)
     for key, items in given.items():
-        if len(items) > 1:
+        if len({item.split("=", 1)[1].strip() for item in items}) > 1:
             sys.stderr.write(f"decent8: warning: {key} is given {len(items)} times ({', '.join(items)}); "
                              f"the last one is used\n")
 
