@@ -269,6 +269,13 @@ class BlockCommunicator(DistributedCommunicator):
         self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
+        plan, own, rows = self._received_rows(payload, compressor, step, decoded, dtype)
+        return (plan.mix64 if dtype == torch.float64 else plan.mix32.to(dtype)) @ rows
+
+    def _received_rows(self, payload: Payload, compressor: Compressor, step: int, decoded: torch.Tensor | None,
+                       dtype: torch.dtype) -> tuple[_BlockPlan, torch.Tensor, torch.Tensor]:
+        """One exchange's wire (bytes counted, handshake, send and receive): the phase's plan,
+        the local nodes' own decoded rows and ``[own; decode(received)]``."""
         if payload.num_nodes != self.k:
             raise ValueError(f"rank {self.rank} holds {self.k} nodes, got a payload for {payload.num_nodes}")
         spec = compressor.spec()
@@ -278,9 +285,8 @@ class BlockCommunicator(DistributedCommunicator):
         self._count(plan, float(payload.nbytes_per_node()))
         self._handshake_block(plan, spec, step, what)
         got = self._ship(plan.route, [payload.tensors[n].to(self.device) for n in names], what)
-        own = (decoded if decoded is not None else compressor.decode(payload)).to(self.device)
-        rows = self._rows(plan, compressor, names, got, own.to(dtype), what)
-        return (plan.mix64 if dtype == torch.float64 else plan.mix32.to(dtype)) @ rows
+        own = (decoded if decoded is not None else compressor.decode(payload)).to(self.device).to(dtype)
+        return plan, own, self._rows(plan, compressor, names, got, own, what)
 
     def _rows(self, plan: _BlockPlan, compressor: Compressor, names: list[str], got: list[torch.Tensor],
               own: torch.Tensor, what: str) -> torch.Tensor:
@@ -299,17 +305,7 @@ class BlockCommunicator(DistributedCommunicator):
         """The local nodes' in-neighbour messages: the exchange's wire, then the rows read by
         the phase's neighbour table (the simulator's slots restricted to the block)."""
         from ..byzantine.messages import gather
-        if payload.num_nodes != self.k:
-            raise ValueError(f"rank {self.rank} holds {self.k} nodes, got a payload for {payload.num_nodes}")
-        spec = compressor.spec()
-        plan = self._plan(step)
-        names = payload.names()
-        what = f"exchange at step {step}"
-        self._count(plan, float(payload.nbytes_per_node()))
-        self._handshake_block(plan, spec, step, what)
-        got = self._ship(plan.route, [payload.tensors[n].to(self.device) for n in names], what)
-        own = (decoded if decoded is not None else compressor.decode(payload)).to(self.device)
-        rows = self._rows(plan, compressor, names, got, own, what)
+        plan, own, rows = self._received_rows(payload, compressor, step, decoded, torch.float32)
         return gather(plan.neighbours, self.local_nodes, own, rows)
 
     def _mix_scalars(self, values: torch.Tensor, step: int) -> torch.Tensor:
