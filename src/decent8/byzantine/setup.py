@@ -68,17 +68,22 @@ def pick_nodes(spec: object, n: int, seed: int) -> list[int]:
     return ids
 
 
+def _user_component(option: str, name: str, method: str, signature: str, *args):
+    """A user's attack or rule: ``name`` through the import gate, called with ``args``; its
+    ``method`` is guarded like other user code (one line on failure)."""
+    from .. import user_code
+    from ..plugins import load_factory
+    obj = user_code.call(option, name, load_factory(name, option), *args)
+    if not callable(getattr(obj, method, None)):
+        called = f"{name}({', '.join(('b', 'tau')[:len(args)])})"
+        raise user_code.UserCodeError(option, f"{called} returned {type(obj).__name__}, which has no {signature} method")
+    return user_code.guard(obj, option, name, (method,))
+
+
 def make_attack(name: str, scale: float | None, seed: int) -> Attack:
     """``byzantine.attack``: a built-in name or ``pkg.module:Name`` through the import gate."""
     if is_import_path(name):
-        from .. import user_code
-        from ..plugins import load_factory
-        factory = load_factory(name, "byzantine.attack")
-        attack = user_code.call("byzantine.attack", name, factory)
-        if not callable(getattr(attack, "craft", None)):
-            raise user_code.UserCodeError("byzantine.attack", f"{name}() returned {type(attack).__name__}, which has "
-                                                              f"no craft(messages, byzantine, step) method")
-        return user_code.guard(attack, "byzantine.attack", name, ("craft",))
+        return _user_component("byzantine.attack", name, "craft", "craft(messages, byzantine, step)")
     if name not in ATTACKS:
         raise ConfigError("byzantine.attack", f"unknown attack {name!r}; allowed: {', '.join(ATTACKS)} or "
                                               f"pkg.module:Name")
@@ -92,14 +97,7 @@ def make_aggregator(name: str, b: int, tau: float | None) -> Aggregator:
     if tau is not None and not (math.isfinite(float(tau)) and float(tau) > 0):
         raise ConfigError("byzantine.clip_tau", f"must be a number > 0 (null: adaptive), got {tau!r}")
     if is_import_path(name):
-        from .. import user_code
-        from ..plugins import load_factory
-        factory = load_factory(name, "byzantine.aggregator")
-        rule = user_code.call("byzantine.aggregator", name, factory, b, tau)
-        if not callable(getattr(rule, "aggregate", None)):
-            raise user_code.UserCodeError("byzantine.aggregator", f"{name}(b, tau) returned {type(rule).__name__}, "
-                                                                  f"which has no aggregate(messages) method")
-        return user_code.guard(rule, "byzantine.aggregator", name, ("aggregate",))
+        return _user_component("byzantine.aggregator", name, "aggregate", "aggregate(messages)", b, tau)
     if name not in AGGREGATORS:
         raise ConfigError("byzantine.aggregator", f"unknown rule {name!r}; allowed: {', '.join(AGGREGATORS)} or "
                                                   f"pkg.module:Name")
