@@ -1,5 +1,5 @@
 #!/bin/bash
-# The one-call script of a GPU lease (the device tool; docs/execution.md "Measured on a GPU"):
+# The one-call script of a GPU lease (the device tool; docs/results/execution_speed.md "Measured on a GPU"):
 # CUDA checks first, a throughput table, then the issue-34 CIFAR-10 cells that are not finished,
 # JOBS at a time, until DEADLINE seconds; finished cells come back in $OUT/cells.tgz.
 #

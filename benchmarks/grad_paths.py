@@ -1,4 +1,4 @@
-"""Which way of taking k nodes' gradients under vmap is fastest? (issue 20, docs/execution.md)
+"""Which way of taking k nodes' gradients under vmap is fastest? (docs/results/execution_speed.md, "Where the time goes")
 
 Times :meth:`StackedModel.loss_and_grad` (the path training uses: ``vmap`` of the
 forward, one autograd backward per chunk, one leaf per parameter tensor) against two

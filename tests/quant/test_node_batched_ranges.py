@@ -1,4 +1,4 @@
-"""8-bit node-batched layers within their bound (docs/execution.md "8-bit node-batched layers"):
+"""8-bit node-batched layers within their bound (docs/results/execution_parity.md "8-bit node-batched layers"):
 each node's activation range is the mean of its samples' min / max summed in the loop's order,
 so stochastic rounding takes the loop's decisions (before: the mean over dim 0 of ``[b, c]``
 summed in another order, a 1-ulp different range flipped decisions: 1.25e-4 after one step)."""

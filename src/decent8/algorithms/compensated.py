@@ -5,7 +5,7 @@ u ← u + Σ_j (W_ij − δ_ij) q_j, algorithms/choco.py) must not let rounding 
 it would stay there and be re-applied every round (docs/results/choco_numerics.md). A
 float64 buffer does that, but every dense pass over it is a float64 pass, and on CPU
 mixed float32/float64 element-wise ops run 10–30× slower than float32 ones
-(docs/execution.md, "Exact and fast gossip state"). The pair stores the same value as
+(docs/results/gossip_speed.md, "Exact and fast gossip state"). The pair stores the same value as
 u ≈ hi + lo with hi = fl32(u), lo = fl32(u − hi) (a "double-float", relative error
 ≤ 2⁻⁴⁸): the accumulation is formed in float64 — on the K received entries only when the
 messages are sparse — and the value the update reads every step is hi, a float32 tensor.

@@ -117,7 +117,7 @@ def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tenso
     candidates' boundary (then also the row's) — is seen, and those rows are selected again
     by ``torch.topk`` on the whole row (integer-valued or all-zero rows; never for distinct
     scores). With ``magnitude`` a group's largest |s| is max(max s, −min s), so |s| is
-    never formed for the whole row. Timings: docs/execution.md, "Top-k selection and the
+    never formed for the whole row. Timings: docs/results/gossip_speed.md, "Top-k selection and the
     8-bit operator count".
     """
     k, g, n = s.shape

@@ -80,7 +80,7 @@ def spec_of(execution: str, chunk: int) -> str:
 COMPILE_MODES = ("auto", "true", "false")
 #: ``sim.compile=auto`` compiles 8-bit runs of at least this many steps. Compiling the
 #: 8-bit ResNet-20 took 210 s cold on a 2-core CPU (3 s from the inductor cache) and made
-#: its step 1.3–1.5x faster; FP32 steps gained ≤ 12 % (docs/execution.md "Compiled step").
+#: its step 1.3–1.5x faster; FP32 steps gained ≤ 12 % (docs/results/execution_speed.md "Compiled step").
 AUTO_COMPILE_MIN_STEPS = 2000
 
 

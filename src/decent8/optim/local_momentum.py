@@ -40,7 +40,7 @@ class LocalMomentum:
         """The descent direction d for gradient ``grad`` at (de-biased) parameters ``x``.
         With momentum the result is a workspace of this optimizer, overwritten by the next
         call (no fresh ``[k, d]`` allocation per step: on CPU each one costs page faults
-        comparable to the arithmetic, docs/execution.md)."""
+        comparable to the arithmetic, docs/results/gossip_speed.md)."""
         if self.momentum == 0.0:
             return grad.add(x, alpha=self.weight_decay) if self.weight_decay else grad
         if self._d is None or self._d.shape != grad.shape or self._d.dtype != grad.dtype:

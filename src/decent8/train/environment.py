@@ -3,7 +3,7 @@
 A run is reproducible from its saved config and seed *on the same kernels*: CPU
 kernels for AVX2 and AVX-512 round differently (the sums of a convolution are
 ordered differently), which moves the digits main job's accuracies by 0.1–0.3 points
-(docs/execution.md, "Sim / dist parity"). ``summary.json`` therefore
+(docs/execution.md, "Machine-dependent digits"). ``summary.json`` therefore
 records the kernel selection next to the numbers, so a reproduction knows whether
 to expect the same digits or the same statistics.
 """
