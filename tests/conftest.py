@@ -51,7 +51,7 @@ LONGEST_FIRST = (
     "tests/train/test_digits_accuracy.py",        # the main job (shared with test_regenerate.py)
     "tests/algorithms/test_extending.py",
     "tests/models/test_transformers.py",
-    "tests/models/test_any_model.py",
+    "tests/models/test_user_models.py",
 )
 
 
