@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: dict[str, int] = {
     # 0 — plain building blocks: options, errors, files, names
     **{f"decent8.{m}": 0 for m in ("atomic", "config", "errors", "figstyle", "layout", "node_axis", "own_files",
-                                   "plugins", "seeding", "signals", "state_spec", "streams", "text_table", "user_code", "validate",
+                                   "plugins", "registry", "seeding", "signals", "state_spec", "streams", "text_table", "user_code", "validate",
                                    "version")},
     # 1 — compression (payload encode/decode), 8-bit quantization, the graph and its W
     "decent8.compression": 1, "decent8.quant": 1, "decent8.topology": 1,

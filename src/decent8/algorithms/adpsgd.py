@@ -30,6 +30,7 @@ from ..errors import ConfigError
 from ..seeding import derive_seed
 from ..state_spec import StateSpec
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
 def pair_average_(z: torch.Tensor, i: int, j: int) -> None:
@@ -50,6 +51,7 @@ def momentum_direction_(buf: torch.Tensor, g: torch.Tensor, momentum: float, nes
     return g.add(buf, alpha=momentum) if nesterov else buf.clone()
 
 
+@algorithms.register("adpsgd", order=11)
 class ADPSGD(GossipAlgorithm):
     """Neighbour choice, the per-event update and pairwise gossip rounds for all n nodes
     (``z[n, d]``: the simulator's stacked models)."""

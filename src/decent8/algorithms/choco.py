@@ -44,8 +44,10 @@ from ..errors import ConfigError
 from ..state_spec import F32, StateSpec
 from . import compensated
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("choco", order=2)
 class ChocoSGD(GossipAlgorithm):
     name = "choco"
     display_name = "Choco"
@@ -111,6 +113,7 @@ class ChocoSGD(GossipAlgorithm):
         z.add_(self.res_hi, alpha=self.gamma)                     # x ← x½ + γ u
 
 
+@algorithms.register("choco_push", order=5)
 class ChocoPush(ChocoSGD):
     """Choco-SGD under push-sum."""
 

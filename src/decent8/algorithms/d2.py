@@ -48,8 +48,10 @@ import torch
 from ..errors import ConfigError
 from ..state_spec import F64, StateSpec
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("d2", order=7)
 class D2(GossipAlgorithm):
     name = "d2"
     state_buffers = 1   # D² correction

@@ -11,8 +11,10 @@ import torch
 
 from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("deepsqueeze", order=1)
 class DeepSqueeze(GossipAlgorithm):
     name = "deepsqueeze"
     display_name = "DS"
@@ -38,6 +40,7 @@ class DeepSqueeze(GossipAlgorithm):
         z.add_(mixed - c, alpha=self.gamma)
 
 
+@algorithms.register("sparse_push", order=4)
 class SparsePush(DeepSqueeze):
     """Sparse-Push: Deep-Squeeze under push-sum (the paper's directed-graph variant)."""
 

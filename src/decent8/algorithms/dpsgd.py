@@ -12,8 +12,10 @@ import torch
 
 from ..state_spec import StateSpec
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("dpsgd", order=0)
 class DPSGD(GossipAlgorithm):
     name = "dpsgd"
     display_name = "D-PSGD"
@@ -39,6 +41,7 @@ class DPSGD(GossipAlgorithm):
             z.add_(mixed - z, alpha=self.gamma)
 
 
+@algorithms.register("sgp", order=3)
 class SGP(DPSGD):
     """Stochastic Gradient Push (Assran et al. 2019): D-PSGD under push-sum."""
 

@@ -24,6 +24,7 @@ from ..collectives.ring import Message
 from ..compression.sign import pack_bits, unpack_bits
 from ..state_spec import F32, StateSpec
 from .allreduce import AllReduceAlgorithm
+from ..registry import algorithms
 
 
 class ScaledSignCodec:
@@ -54,6 +55,7 @@ class ScaledSignCodec:
         return self.decode(*msg)
 
 
+@algorithms.register("ef_signsgd", order=15)
 class EFSignSGD(AllReduceAlgorithm):
     name = "ef_signsgd"
     wire_format = "scaled-sign"

@@ -60,8 +60,10 @@ import torch
 from ..errors import ConfigError
 from ..state_spec import F32, F64, StateSpec
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("gt", order=6)
 class GradientTracking(GossipAlgorithm):
     name = "gt"
     state_buffers = 2   # tracker + last direction (BEER: +4 public copies)

@@ -42,8 +42,10 @@ import torch
 from ..errors import ConfigError
 from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("gut", order=8)
 class GUT(GossipAlgorithm):
     name = "gut"
     state_buffers = 2   # s_prev, D_prev
@@ -98,6 +100,7 @@ class GUT(GossipAlgorithm):
         z.add_(mixed - z, alpha=self.gamma)
 
 
+@algorithms.register("qg_gutm", order=9)
 class QGGUTm(GUT):
     name = "qg_gutm"
     optimizer_kind = "qgm"

@@ -68,6 +68,7 @@ from ..compression.base import per_node_uniform
 from ..compression.sign import pack_bits, unpack_bits
 from ..state_spec import F32, StateSpec
 from .allreduce import AllReduceAlgorithm
+from ..registry import algorithms
 
 
 class BitVoteCodec:
@@ -112,6 +113,7 @@ def sign_allreduce(allreduce: RingAllReduce, positive: torch.Tensor, codec: BitV
     return unpack_bits(out.reshape(k, L // 8), d)
 
 
+@algorithms.register("marsit", order=13)
 class Marsit(AllReduceAlgorithm):
     name = "marsit"
     wire_format = "sign-bits"

@@ -9,8 +9,10 @@ from __future__ import annotations
 import torch
 
 from .allreduce import AllReduceAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("psgd", order=12)
 class PSGD(AllReduceAlgorithm):
     name = "psgd"
     wire_format = "fp32"

@@ -35,8 +35,10 @@ import torch
 from ..errors import ConfigError
 from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
+from ..registry import algorithms
 
 
+@algorithms.register("relaysgd", order=10)
 class RelaySGD(GossipAlgorithm):
     name = "relaysgd"
     state_buffers = 2   # relay buffers

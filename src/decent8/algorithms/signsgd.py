@@ -20,8 +20,10 @@ import torch
 from ..state_spec import StateSpec
 from .allreduce import AllReduceAlgorithm
 from .marsit import BitVoteCodec, sign_allreduce
+from ..registry import algorithms
 
 
+@algorithms.register("signsgd", order=14)
 class SignSGD(AllReduceAlgorithm):
     name = "signsgd"
     wire_format = "sign-bits"
