@@ -1,7 +1,7 @@
 """Figures of runs, in the house style (:mod:`decent8.figstyle`), each a PNG with a PDF beside it.
 
-* :func:`plot_curves` — a run's ``curves.png``: accuracies, losses and consensus distance
-  per epoch. Every evaluation is drawn as a marker too, so a run evaluated once
+* :func:`plot_curves` — a run's ``curves.png``: accuracies, losses, consensus distance and
+  the user's metrics (``metrics=``) per epoch. Every evaluation is drawn as a marker too, so a run evaluated once
   (``epochs=1``) still shows its point.
 * :func:`plot_groups` — several configurations on the same axes (test accuracy, train
   loss, accuracy vs bytes sent); a configuration run with ≥ 2 seeds is drawn as its mean
@@ -60,19 +60,51 @@ def _quality(rows: Sequence[dict[str, Any]]) -> tuple[str, str, float, bool]:
     return "loss", "test loss", 1.0, True
 
 
+def user_metric_names(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The user's metrics (``metrics=``) in a run's rows: ``<name>`` of each ``averaged_model_<name>``."""
+    from .user_metrics import user_keys
+
+    return [k[len("averaged_model_"):] for k in user_keys(rows[0]) if k.startswith("averaged_model_")] if rows else []
+
+
+def _user_panel(ax: Any, name: str, ep: Sequence[float], rows: Sequence[dict[str, Any]],
+                post: dict[str, Any] | None, mk: str, ms: float) -> None:
+    """One user metric per evaluation: the mean of the node models and the averaged model
+    (the keys ``mean_node_<name>`` / ``averaged_model_<name>`` of metrics.jsonl)."""
+    for who, style in (("mean_node", {}), ("averaged_model", {"ls": "--", "mfc": "none"})):
+        pts = [(e, r.get(f"{who}_{name}")) for e, r in zip(ep, rows)]
+        pts = [(e, v) for e, v in pts if isinstance(v, (int, float)) and math.isfinite(v)]
+        if pts:
+            ax.plot([e for e, _ in pts], [v for _, v in pts], marker=mk, ms=ms,
+                    label="mean of node models" if who == "mean_node" else "averaged model", **style)
+    if post is not None and isinstance(post.get(f"averaged_model_{name}"), (int, float)):
+        x = post["epoch"] + 0.15 * max(1.0, (ep[-1] - ep[0]) / max(1, len(ep) - 1))
+        vals = [v for v in (post.get(f"mean_node_{name}"), post[f"averaged_model_{name}"])
+                if isinstance(v, (int, float)) and math.isfinite(v)]
+        ax.plot([x] * len(vals), vals, "*", color="k", markersize=9,
+                label=f"after {post['after_consensus_rounds']} consensus rounds")
+    ax.set_ylabel(f"test {name}")
+    if ax.has_data():
+        ax.legend(loc="best")
+
+
 @styled
 def plot_curves(rows: list[dict[str, Any]], path: str | os.PathLike, title: str = "") -> None:
     """A run's curves.png: test accuracy (R² or test loss for regression), losses and the
-    consensus distance per evaluation, one marker per evaluation; the evaluation after the
-    final consensus rounds (= summary.json) a labelled star beside the last epoch."""
+    consensus distance per evaluation, one marker per evaluation, and a panel per user metric
+    (``metrics=``); the evaluation after the final consensus rounds (= summary.json) a
+    labelled star beside the last epoch."""
     rows, post = split_final(rows)
     if not rows:
         return
     ep = [r["epoch"] for r in rows]
     mk = _marker(len(rows))
     plt_ms = marker_size(len(rows))
-    fig = new_figure(11, 3.5)
-    ax1, ax2, ax3 = fig.subplots(1, 3)
+    user = user_metric_names(rows)
+    nrows = math.ceil((3 + len(user)) / 3)     # the user's metrics (metrics=): a panel each, 3 per row
+    fig = new_figure(11, 3.5 * nrows)
+    axes = list(fig.subplots(nrows, 3).flat) if nrows > 1 else list(fig.subplots(1, 3))
+    ax1, ax2, ax3 = axes[:3]
     key, ylabel, scale, logy = _quality(rows)
     ax1.plot(ep, [scale * r[f"mean_node_{key}"] for r in rows], marker=mk, ms=plt_ms, label="mean of node models")
     ax1.plot(ep, [scale * r[f"averaged_model_{key}"] for r in rows], "--", marker=mk, ms=plt_ms, mfc="none",
@@ -95,10 +127,14 @@ def plot_curves(rows: list[dict[str, Any]], path: str | os.PathLike, title: str 
         ax3.legend(loc="best")
     ax1.legend(loc="best")
     ax2.legend(loc="best")
+    for ax, name in zip(axes[3:], user):
+        _user_panel(ax, name, ep, rows, post, mk, plt_ms)
+    for ax in axes[3 + len(user):]:
+        ax.set_visible(False)
     if logy:
         log_axis(ax1, "y")
     log_axis(ax3, "y")
-    for ax in (ax1, ax2, ax3):
+    for ax in axes[:3 + len(user)]:
         _epoch_axis(ax, ep + ([post["epoch"]] if post is not None else []))
     set_title(fig, title)
     save(fig, path)
@@ -155,13 +191,19 @@ def _legend_below(fig: Any, ax: Any, n: int) -> None:
 def _accuracy_label(metric: str) -> str:
     if metric.endswith("_r2"):
         return "test R²" if metric == "mean_node_r2" else "averaged-model test R²"
+    if not metric.endswith("_accuracy"):     # a user metric (metrics=): mean_node_<name> / averaged_model_<name>
+        name = metric.removeprefix("mean_node_").removeprefix("averaged_model_")
+        return f"test {name}" if metric.startswith("mean_node_") else f"averaged-model test {name}"
     return "test accuracy (%)" if metric == "mean_node_accuracy" else "averaged-model accuracy (%)"
 
 
 def _metric_scale(metric: str) -> tuple[float, float, tuple[float, float]]:
-    """(scale, the y-range's least span, its bounds): accuracies in %, R² as it is (≤ 1)."""
+    """(scale, the y-range's least span, its bounds): accuracies in %, R² as it is (≤ 1), a
+    user metric as it is (unbounded)."""
     if metric.endswith("_r2"):
         return 1.0, 0.02, (-math.inf, 1.0)
+    if not metric.endswith("_accuracy"):
+        return 1.0, 0.0, (-math.inf, math.inf)
     return 100.0, 2.0, (0.0, 100.0)
 
 

@@ -7,8 +7,9 @@ model's outputs on the whole test set ``[N, ...]``, ``targets`` the test targets
 test loss (SPEC §8), for every evaluated node model and for the averaged model x̄, and
 reported like the built-in metrics: ``mean_node_<name>`` (the mean over the evaluated
 nodes) and ``averaged_model_<name>`` in ``metrics.jsonl``, ``summary.json``, the printed
-summary, ``decent8 report`` and the curves. ``<name>`` is the function's name, or each
-key of the mapping it returns.
+summary, the sweep's and ``decent8 report``'s tables, a panel each in the run's
+``curves.png`` and a curves figure each in the report (``figures/metric_<name>.png``).
+``<name>`` is the function's name, or each key of the mapping it returns.
 
 Code named by import path is loaded through decent8's one import gate
 (:func:`decent8.plugins.load_factory`); what it raises becomes one line naming it

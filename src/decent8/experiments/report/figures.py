@@ -277,7 +277,8 @@ def groups_of(sw: Sweep) -> list[Group]:
 
 
 def sweep_figures(sw: Sweep, fig_dir: Path, metric: str = "mean_node_accuracy") -> list[tuple[str, str]]:
-    """The figures of any sweep or comparison: curves on shared axes, accuracy vs bytes."""
+    """The figures of any sweep or comparison: curves on shared axes, accuracy vs bytes, and a
+    curves figure per user metric (``metrics=``)."""
     made = []
     groups = groups_of(sw)
     if plot_groups(groups, fig_dir / "curves.png", f"Training curves — {sw.title}", metric):
@@ -286,4 +287,20 @@ def sweep_figures(sw: Sweep, fig_dir: Path, metric: str = "mean_node_accuracy") 
     if plot_accuracy_vs_bytes(groups, fig_dir / "accuracy_vs_bytes.png", f"Final {what} vs bytes sent — {sw.title}",
                               metric):
         made.append((f"{what[:1].upper() + what[1:]} vs bytes sent per node", f"{fig_dir.name}/accuracy_vs_bytes.png"))
+    for name in _user_metric_names(sw):      # the user's metrics (metrics=): a curves figure each
+        if plot_groups(groups, fig_dir / f"metric_{name}.png", f"Test {name} — {sw.title}", f"mean_node_{name}"):
+            made.append((f"Your metric: {name}", f"{fig_dir.name}/metric_{name}.png"))
     return made
+
+
+def _user_metric_names(sw: Sweep) -> list[str]:
+    """``<name>`` of every user metric (``averaged_model_<name>``) in the finished cells' summaries."""
+    from ...train.user_metrics import user_keys
+
+    names: list[str] = []
+    for c in sw.cells:
+        for k in user_keys(c.summary or {}):
+            name = k[len("averaged_model_"):] if k.startswith("averaged_model_") else None
+            if name and name not in names:
+                names.append(name)
+    return names
