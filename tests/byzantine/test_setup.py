@@ -86,8 +86,10 @@ def test_a_graph_that_violates_the_rule_is_refused_in_one_line():
 
 
 @pytest.mark.parametrize("overrides,match", [
-    (["algorithm=choco", "compression=topk", "byzantine.nodes=1", "byzantine.attack=sign_flip"], "use algorithm=dpsgd"),
-    (["algorithm=sgp", "byzantine.aggregator=median"], "use algorithm=dpsgd"),
+    (["algorithm=deepsqueeze", "compression=topk", "byzantine.nodes=1", "byzantine.attack=sign_flip"],
+     "'deepsqueeze' mixes what no rule is defined on .*: use algorithm=dpsgd or choco"),
+    (["algorithm=sgp", "byzantine.aggregator=median"], "use algorithm=dpsgd or choco"),
+    (["algorithm=choco_push", "compression=topk", "byzantine.aggregator=median"], "use algorithm=dpsgd or choco"),
     (["byzantine.attack=fly"], "unknown attack 'fly'"),
     (["byzantine.aggregator=krum"], "unknown rule 'krum'"),
     (["topology=ring", "byzantine.aggregator=median", "algorithm.consensus=exact"], "algorithm.consensus"),

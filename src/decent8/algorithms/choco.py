@@ -27,6 +27,11 @@ message corrects, and does not enter Σ_i u_i.
 
 Wire: unchanged (payloads as before; the float64 sum is formed after decoding).
 
+Byzantine nodes (``byzantine.*``): a robust rule needs each neighbour's public copy, not
+their sum, so the receivers keep one copy per in-edge and mix them through the rule
+(:mod:`decent8.byzantine.copies`): x ← x½ + γ (AGG(x̂_i; {x̂_j}) − x̂_i); the residual
+pair is not used then.
+
 Exact and fast. The residual is stored as a float32 pair u ≈ hi + lo
 (algorithms/compensated.py: the same value to 2⁻⁴⁸, 8 bytes per entry like float64) and
 the update reads hi: z ← x½ + γ·hi is a float32 pass. The increment Σ_j W_ij q_j − q_i
@@ -55,6 +60,9 @@ class ChocoSGD(GossipAlgorithm):
     state_buffers = 2
     #: x̂, the residual pair (hi, lo) and the x½ − x̂ workspace: 16 B per parameter
     state = StateSpec({"x_hat": F32, "res_hi": F32, "res_lo": F32}, {"_diff": F32})
+    #: robust rules mix the per-edge public copies (decent8.byzantine.copies)
+    robust_mixing = True
+    _copies = None
 
     @classmethod
     def state_spec(cls, compressor=None) -> StateSpec:
@@ -77,12 +85,18 @@ class ChocoSGD(GossipAlgorithm):
         self.res_hi = torch.zeros_like(x, dtype=torch.float32)
         self.res_lo = torch.zeros_like(x, dtype=torch.float32)
         self._diff = torch.empty_like(x)   # workspace for x½ − x̂ (no [k, d] allocation per step)
+        self._copies = None                # the per-edge public copies of a Byzantine run (decent8.byzantine.copies)
 
     def buffers(self) -> dict[str, torch.Tensor]:
-        return {**super().buffers(), "x_hat": self.x_hat, "res_hi": self.res_hi, "res_lo": self.res_lo}
+        out = {**super().buffers(), "x_hat": self.x_hat, "res_hi": self.res_hi, "res_lo": self.res_lo}
+        if self._copies is not None and self._copies.copies is not None:
+            out["edge_copies"] = self._copies.copies
+        return out
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         super().load_state_dict(state)
+        if self.robust is not None and "edge_copies" in state:
+            self._public_copies().copies = state["edge_copies"].clone()
         if "res_hi" not in state and "residual" in state:         # older checkpoints: u in float64
             compensated.split_(self.res_hi, self.res_lo, state["residual"])
         elif "res_hi" not in state and "neighbour_sum" in state:  # the oldest checkpoints kept s
@@ -98,7 +112,24 @@ class ChocoSGD(GossipAlgorithm):
         """s_i = Σ_j W_ij x̂_j (= u_i + x̂_i, float64; computed, not stored)."""
         return self.residual + self.x_hat
 
+    def _public_copies(self):
+        if self._copies is None:
+            from ..byzantine.copies import PublicCopies
+            self._copies = PublicCopies(self.robust, self.compressor, getattr(self.robust.attack, "seed", 0))
+        return self._copies
+
+    def _robust_gossip(self, z: torch.Tensor, step: int) -> None:
+        """x ← x½ + γ (AGG(x̂_i; {x̂_j}) − x̂_i) over the per-edge public copies (module docstring)."""
+        payload = self._encode(torch.sub(z, self.x_hat, out=self._diff))
+        q = self.compressor.decode(payload)
+        self.x_hat += q
+        msgs = self.comm.exchange_messages(payload, self.compressor, step, decoded=q)
+        mixed = self._public_copies().mix(self.x_hat, msgs, step)
+        z.add_(mixed - self.x_hat, alpha=self.gamma)
+
     def _gossip(self, z: torch.Tensor, step: int) -> None:
+        if self.robust is not None:
+            return self._robust_gossip(z, step)
         payload = self._encode(torch.sub(z, self.x_hat, out=self._diff))
         sparse = self.compressor.decode_sparse(payload)
         if sparse is None:
@@ -120,3 +151,4 @@ class ChocoPush(ChocoSGD):
     name = "choco_push"
     display_name = "Choco-push"
     forced_push_sum = True
+    robust_mixing = False

@@ -56,8 +56,10 @@ def make_byzantine(cfg, comm: Communicator, topology, push_sum: bool, algorithm_
     attack = make_attack(attack_name, z.scale, derive_seed(cfg.seed, "byzantine.attack"))
     flips = bool(getattr(attack, "flips_labels", False))
     per_edge = rule_name != "mean" or (attack_name != "none" and not (flips and not is_import_path(attack_name)))
+    if not nodes and rule_name == "mean":
+        per_edge = False    # nobody lies and the rule is plain gossip: the run is the plain algorithm's
     opt = "byzantine.aggregator" if rule_name != "mean" else "byzantine.attack"
-    if getattr(algorithm_type, "event_driven", False):
+    if algorithm_type.runner == "event_driven":
         raise ConfigError(opt, f"'{cfg.algorithm.name}' gossips asynchronously; Byzantine nodes run with the "
                                f"synchronous gossip algorithms (algorithm=dpsgd)")
     plan = MixingPlan.of_topology(topology, 0, torch.device("cpu"))
@@ -70,9 +72,9 @@ def make_byzantine(cfg, comm: Communicator, topology, push_sum: bool, algorithm_
     robust = None
     if per_edge:
         if not getattr(algorithm_type, "robust_mixing", False):
-            raise ConfigError(opt, f"attacks on messages and robust rules act on the models D-PSGD gossips "
-                                   f"(ClippedGossip, BRIDGE and the median are defined for it); "
-                                   f"'{cfg.algorithm.name}' is not covered: use algorithm=dpsgd")
+            raise ConfigError(opt, f"attacks on messages and robust rules act on the models D-PSGD gossips and on "
+                                   f"Choco-SGD's public copies of them; '{cfg.algorithm.name}' mixes what no rule is "
+                                   f"defined on (e.g. Deep-Squeeze's compressed models): use algorithm=dpsgd or choco")
         if push_sum:
             raise ConfigError(opt, "robust rules mix models, not push-sum numerators and weights; use a doubly "
                                    "stochastic W (topology.weights=metropolis or an undirected regular graph) "
