@@ -109,6 +109,7 @@ class TopologyConfig(Options):
     time_varying: bool = False      # exponential, hypercube: one peer per step
     # --- per-round random graphs and Base-(k+1) graphs
     degree: Optional[float] = None  # erdos_renyi: expected degree (null: 4); random_k_out: k (null: 1); base: max degree k (null: 1)
+    params: dict[str, Any] = field(default_factory=dict)  # other keyword arguments of the topology's function (topology.<kwarg>=value)
 
 
 @dataclass
@@ -131,6 +132,7 @@ class CompressionConfig(Options):
     index_dtype: str = "auto"       # auto | int16 | int32
     stochastic: bool = False        # stochastic rounding in `quantize`
     wire: str = "auto"              # auto | fp32 | int8: values on the wire (auto: int8 at precision=int8; compression/wire.py)
+    params: dict[str, Any] = field(default_factory=dict)  # other keyword arguments of the compressor's class (compression.<kwarg>=value)
 
 
 @dataclass
@@ -296,6 +298,34 @@ EXECUTION_OPTIONS = frozenset({"name", "out_dir", "progress", "sim.chunk", "sim.
                                "eval.node_chunk", "title"})
 
 GROUPS = tuple(f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory))  # type: ignore[arg-type]
+#: group -> its option names
+_GROUP_FIELDS = {f.name: tuple(g.name for g in dataclasses.fields(f.default_factory))  # type: ignore[arg-type]
+                 for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory)}
+
+
+#: groups that name a component built from its constructor's keyword arguments: an option of the
+#: group that the schema does not have (``compression.my_opt=3``) is one of them, kept in
+#: ``group.params`` (checked against the component's signature: decent8.registry.construct)
+COMPONENT_GROUPS = ("algorithm", "compression", "topology")
+
+
+def _component_key(key: str) -> str:
+    """``compression.my_opt`` → ``compression.params.my_opt`` (:data:`COMPONENT_GROUPS`)."""
+    parts = key.split(".")
+    if len(parts) == 2 and parts[0] in COMPONENT_GROUPS and parts[1] not in _GROUP_FIELDS[parts[0]]:
+        return f"{parts[0]}.params.{parts[1]}"
+    return key
+
+
+def _component_group(group: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A component group's mapping with the options the schema lacks moved into ``params``."""
+    extra = {k: v for k, v in value.items() if k not in _GROUP_FIELDS[group]}
+    if not extra:
+        return value
+    out = {k: v for k, v in value.items() if k in _GROUP_FIELDS[group]}
+    params = out.get("params")
+    out["params"] = {**extra, **(params if isinstance(params, dict) else {})}
+    return out
 
 
 #: renamed groups: old name -> new name (the old one is accepted with a one-line notice)
@@ -330,6 +360,8 @@ def _normalize_groups(raw: dict[str, Any], notice: bool = True) -> dict[str, Any
             raise ConfigError(g, f"must be a name or a mapping of its options, got a list {out[g]!r:.60}")
         if g in out and not isinstance(out[g], dict):
             out[g] = {"name": out[g]}
+        if g in COMPONENT_GROUPS and isinstance(out.get(g), dict):
+            out[g] = _component_group(g, out[g])
     return out
 
 
@@ -530,9 +562,11 @@ def load_config(path: str | None = None, overrides: list[str] | tuple[str, ...] 
 
 def _set(node: DictConfig, key: str, value: Any, expand_dicts: bool = False) -> None:
     """One option of a config under construction: group shorthand, known name, shape, type."""
-    key = _renamed(key)
+    key = _component_key(_renamed(key))
     if key in GROUPS and not isinstance(value, dict):
         key = f"{key}.name"
+    if key in COMPONENT_GROUPS and isinstance(value, dict):
+        value = _component_group(key, value)
     top = key.split(".")[0]
     if top not in _allowed_keys(TrainConfig()):
         allowed = _allowed_keys(TrainConfig())
@@ -557,7 +591,32 @@ def _resolved(make: "Callable[[], DictConfig]") -> TrainConfig:
         raise ConfigError("config", first_line(e)) from None
     assert isinstance(obj, TrainConfig)
     check_types(obj)
+    check_component_options(obj)
     return obj
+
+
+def check_component_options(cfg: TrainConfig) -> None:
+    """The options a config gives a registered compressor or topology beyond the schema's
+    (``compression.params``) must be keyword arguments of its constructor: one line naming
+    the option otherwise. A user's component named by import path is checked when it is
+    built (its module is not imported to read a config)."""
+    from .plugins import is_import_path
+    from .registry import REGISTRIES, keyword_options, takes_any_keyword
+
+    for group in ("compression", "topology"):
+        node = getattr(cfg, group)
+        if not node.params or is_import_path(node.name) or not isinstance(node.name, str):
+            continue
+        reg = REGISTRIES[group]
+        entry = reg.registered(node.name) or reg.registered(node.name.strip().lower())
+        if entry is None or takes_any_keyword(entry.obj):
+            continue   # an unknown name is refused where it is built
+        fields = [f for f in _GROUP_FIELDS[group] if f != "params"]
+        allowed = fields + [k for k in keyword_options(entry.obj, skip=1) if k not in fields]
+        for key in node.params:
+            if key not in allowed:
+                raise ConfigError(f"{group}.{key}", f"unknown option{did_you_mean(key, allowed)}; allowed in "
+                                                    f"{group} ({group}={entry.name}): {', '.join(allowed)}")
 
 
 def _merge(path: str | None, overrides: list[str] | tuple[str, ...], base: dict[str, Any]) -> TrainConfig:

@@ -63,7 +63,7 @@ class ADPSGD(GossipAlgorithm):
     #: the neighbour draws are keyed by the run seed
     options = {"seed": "seed"}
     #: trained by events in simulated time (train/async_gossip.py), not by engine steps; simulator only
-    event_driven = True
+    runner = "event_driven"
     #: no state of its own; the event runner keeps every node's pending gradient (train/async_gossip.py)
     state = StateSpec(step=4)
 

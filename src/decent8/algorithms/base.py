@@ -95,6 +95,9 @@ class Algorithm(ABC):
     own_wire_format: ClassVar[bool] = False
     #: False where simulated message loss (faults.*) has no meaning (a ring all-reduce)
     tolerates_faults: ClassVar[bool] = True
+    #: how the run loop trains it: "synchronous" (engine steps, all nodes every round) or
+    #: "event_driven" (simulated events, train/async_gossip.py; simulator only)
+    runner: ClassVar[str] = "synchronous"
     #: with top-k compression, γ = scale·(1 − ratio) (null: 5, or 2 under push-sum; Deep-Squeeze: 1)
     topk_gamma_scale: ClassVar[float | None] = None
 
@@ -173,17 +176,19 @@ class Algorithm(ABC):
         return kind
 
     @classmethod
-    def default_gamma(cls, compression: str, ratio: float, push_sum: bool) -> float:
+    def default_gamma(cls, compressor: "type[Compressor]", ratio: float, push_sum: bool) -> float:
         """γ when ``algorithm.gamma`` is null, before the QGM factor (the reasons:
-        :func:`decent8.train.build.default_gamma`)."""
-        if compression in ("identity", "none", "quantize", "int8"):
-            return 1.0
-        if compression in ("topk", "topk_int8"):
-            scale = cls.topk_gamma_scale if cls.topk_gamma_scale is not None else 2.0 if push_sum else 5.0
-            return min(1.0, max(scale * (1.0 - ratio), 1e-3))
-        if compression == "randomk":
-            return max(1.0 - ratio, 1e-3)
-        return 0.1
+        :func:`decent8.train.build.default_gamma`): what the compressor class suggests from its
+        declared contraction (:meth:`~decent8.compression.Compressor.suggest_gamma`), with the
+        algorithm's scale for a biased sparsifier (:attr:`topk_gamma_scale`; null: 5, or 2
+        under push-sum). A compressor that declares none: one line asking for ``algorithm.gamma``."""
+        scale = cls.topk_gamma_scale if cls.topk_gamma_scale is not None else 2.0 if push_sum else 5.0
+        gamma = compressor.suggest_gamma(scale, ratio)
+        if gamma is None:
+            raise ConfigError("algorithm.gamma", f"the compressor {compressor.__name__} declares no contraction to "
+                                                 f"suggest a consensus step from; set algorithm.gamma (e.g. 0.1), or "
+                                                 f"define suggest_gamma on the class")
+        return float(gamma)
 
     @classmethod
     def state_spec(cls, compressor: "type[Compressor] | None" = None) -> StateSpec:

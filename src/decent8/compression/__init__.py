@@ -31,57 +31,35 @@ from .randomk import RandomKCompressor
 from .sign import SignCompressor, pack_bits, unpack_bits
 from .topk import INDEX_DTYPES, SparseCompressor, TopKCompressor, check_ratio, keep_count
 
-#: Canonical compressor names accepted by :func:`make_compressor`.
-COMPRESSORS: tuple[str, ...] = ("identity", "topk", "topk_int8", "randomk", "quantize", "sign")
-#: Alternative spellings.
-ALIASES: dict[str, str] = {"none": "identity", "int8": "quantize"}
+from ..registry import compressors, construct
+
+#: the compression group's typed options, given to a compressor whose constructor names them
+OPTIONS = ("ratio", "value_bits", "bits", "index_dtype", "stochastic")
 
 
-def user_compressor(path: str, layout: ParamLayout, **options) -> Compressor:
-    """``compression=pkg.module:Class`` (docs/extending.md): a :class:`Compressor` subclass,
-    built as ``Class(layout, **the compression options its constructor names)`` (ratio,
-    value_bits, bits, index_dtype, stochastic)."""
-    import inspect
-
-    from ..plugins import load_factory
-
-    cls = load_factory(path, option="compression")
-    if not (isinstance(cls, type) and issubclass(cls, Compressor)):
-        raise ConfigError("compression", f"{path} is not a subclass of decent8.compression.Compressor")
-    try:
-        takes = inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        takes = {}
-    kwargs = {k: v for k, v in options.items() if k in takes}
-    try:
-        return cls(layout, **kwargs)
-    except ConfigError:
-        raise
-    except Exception as e:
-        raise ConfigError("compression", f"{path} failed: {type(e).__name__}: {e}") from None
-
-
-#: built-in name -> class (read for the declared state without building one)
-CLASSES: dict[str, type[Compressor]] = {"identity": IdentityCompressor, "topk": TopKCompressor,
-                                        "topk_int8": TopKCompressor, "randomk": RandomKCompressor,
-                                        "quantize": QuantizeCompressor, "sign": SignCompressor}
+def __getattr__(name: str):
+    """``COMPRESSORS`` (registered names), ``ALIASES`` (alias -> name), ``CLASSES`` (name ->
+    class): read from the registry when asked, so that a compressor registered later is in them."""
+    if name == "COMPRESSORS":
+        return compressors.names()
+    if name == "ALIASES":
+        return compressors.aliases()
+    if name == "CLASSES":
+        return {n: e.obj for n, e in compressors.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compressor_class(name: str) -> type[Compressor]:
-    """The class of a built-in compressor name or alias; a user's (``pkg.module:Class``) is
+    """The class of a registered compressor name or alias; a user's (``pkg.module:Class``) is
     imported. One line for an unknown name."""
-    from ..plugins import is_import_path, load_factory
+    return compressors.lookup(_key(name))
 
-    if is_import_path(name):
-        cls = load_factory(name, option="compression")
-        if not (isinstance(cls, type) and issubclass(cls, Compressor)):
-            raise ConfigError("compression", f"{name} is not a subclass of decent8.compression.Compressor")
-        return cls
-    key = name.strip().lower() if isinstance(name, str) else name
-    key = ALIASES.get(key, key)
-    if key not in CLASSES:
-        raise choice_error("compression", name, COMPRESSORS + tuple(ALIASES))
-    return CLASSES[key]
+
+def _key(name: object) -> object:
+    """A registered name as written (any case, spaces around), else ``name`` unchanged."""
+    if isinstance(name, str) and compressors.canonical(name.strip().lower()) is not None:
+        return name.strip().lower()
+    return name
 
 
 def make_compressor(
@@ -92,44 +70,45 @@ def make_compressor(
     bits: int = 8,
     index_dtype: str = "auto",
     stochastic: bool = False,
+    params: dict | None = None,
 ) -> Compressor:
-    """Build a compressor by name (see :data:`COMPRESSORS` and :data:`ALIASES`).
+    """Build a compressor by name (``decent8 list``; a registered name, an alias or a user's
+    ``pkg.module:Class``) as ``Class(layout, **options)``: the options below that its
+    constructor names, and ``params`` (``compression.<kwarg>=value``), each checked against
+    its signature and type hints (:func:`decent8.registry.construct`).
 
     ``ratio`` (fraction dropped, ``[0, 1)``), ``value_bits`` (8 or 32) and
     ``index_dtype`` (auto/int16/int32) are for the sparse ones (``topk_int8`` forces
     ``value_bits=8``); ``bits`` and ``stochastic`` (stochastic rounding) for
     ``quantize``. Bad values raise :class:`~decent8.errors.ConfigError`.
     """
-    from ..plugins import is_import_path
+    entry = compressors.entry(_key(name))
+    config = dict(ratio=ratio, value_bits=value_bits, bits=bits, index_dtype=index_dtype, stochastic=stochastic)
+    if entry.builtin:
+        ratio = check_ratio(ratio)
+        if isinstance(value_bits, bool) or value_bits not in (8, 32):
+            raise ConfigError("compression.value_bits", f"must be 8 or 32, got {value_bits!r}")
+        if index_dtype not in INDEX_DTYPES:
+            raise choice_error("compression.index_dtype", index_dtype, INDEX_DTYPES)
+        config.update(ratio=ratio, **entry.info.get("fixed", {}))
+        return construct(entry.obj, layout, given=params, config=config, group="compression",
+                         what=f"compression={entry.name}")
+    try:
+        return construct(entry.obj, layout, given=params, config=config, group="compression",
+                         what=f"compression={name}")
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError("compression", f"{name} failed: {type(e).__name__}: {e}") from None
 
-    if is_import_path(name):
-        return user_compressor(name, layout, ratio=ratio, value_bits=value_bits, bits=bits,
-                               index_dtype=index_dtype, stochastic=stochastic)
-    key = name.strip().lower() if isinstance(name, str) else name
-    key = ALIASES.get(key, key)
-    if key not in COMPRESSORS:
-        raise choice_error("compression", name, COMPRESSORS + tuple(ALIASES))
-    ratio = check_ratio(ratio)
-    if isinstance(value_bits, bool) or value_bits not in (8, 32):
-        raise ConfigError("compression.value_bits", f"must be 8 or 32, got {value_bits!r}")
-    if index_dtype not in INDEX_DTYPES:
-        raise choice_error("compression.index_dtype", index_dtype, INDEX_DTYPES)
 
-    if key == "identity":
-        return IdentityCompressor(layout)
-    if key == "topk":
-        return TopKCompressor(layout, ratio, value_bits=value_bits, index_dtype=index_dtype)
-    if key == "topk_int8":
-        return TopKCompressor(layout, ratio, value_bits=8, index_dtype=index_dtype)
-    if key == "randomk":
-        return RandomKCompressor(layout, ratio, index_dtype=index_dtype)
-    if key == "quantize":
-        return QuantizeCompressor(layout, bits=bits, stochastic=stochastic)
-    return SignCompressor(layout)
+def user_compressor(path: str, layout: ParamLayout, **options) -> Compressor:
+    """``compression=pkg.module:Class`` (docs/extending.md): :func:`make_compressor` of a user's class."""
+    return make_compressor(path, layout, **options)
 
 
 __all__ = [
-    "ALIASES", "CLASSES", "compressor_class", "user_compressor",
+    "ALIASES", "CLASSES", "OPTIONS", "compressor_class", "user_compressor",
     "COMPRESSORS",
     "Compressor",
     "IdentityCompressor",

@@ -32,6 +32,14 @@ class Compressor(ABC):
     lossless: ClassVar[bool] = False
 
     @classmethod
+    def suggest_gamma(cls, scale: float, ratio: float) -> float | None:
+        """The consensus step γ this compressor suggests when ``algorithm.gamma`` is null, from
+        its contraction δ (E‖C(x) − x‖² ≤ (1 − δ)‖x‖², Koloskova et al. 2019; SPEC §3): ``scale``
+        is the algorithm's factor for a biased sparsifier, ``ratio`` the fraction dropped. None:
+        no declared contraction (the run must set ``algorithm.gamma``)."""
+        return None
+
+    @classmethod
     def sparse_messages(cls) -> bool:
         """True when the class decodes to K entries per row (:meth:`decode_sparse` defined)."""
         return cls.decode_sparse is not Compressor.decode_sparse

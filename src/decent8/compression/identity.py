@@ -7,13 +7,20 @@ import torch
 
 from .base import Compressor, TensorSpec
 from .payload import Payload
+from ..registry import compressors
 
 
+@compressors.register("identity", aliases=("none",), order=0)
 class IdentityCompressor(Compressor):
     """Sends the message as it is: payload ``{"values": float32 [d]}``, ``4·d`` bytes."""
 
     name = "identity"
     lossless = True
+
+    @classmethod
+    def suggest_gamma(cls, scale: float, ratio: float) -> float | None:
+        """δ = 1 (exact): γ = 1."""
+        return 1.0
 
     def encode(self, x: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> Payload:
         self._check_input(x)

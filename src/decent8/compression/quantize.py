@@ -25,6 +25,7 @@ from ..layout import ParamLayout
 from ..state_spec import StateSpec
 from .base import Compressor, TensorSpec, per_node_uniform, require_generators
 from .payload import Payload
+from ..registry import compressors
 
 #: Smallest scale, so a constant tensor does not divide by zero.
 MIN_SCALE = 1e-8
@@ -56,6 +57,7 @@ def uint8_dequantize(q: torch.Tensor, seg: torch.Tensor, zero: torch.Tensor, sca
     return torch.addcmul(zero[:, seg].float(), q.float(), scale[:, seg].float())
 
 
+@compressors.register("quantize", aliases=("int8",), order=4)
 class QuantizeCompressor(Compressor):
     #: one encode + decode: per-entry codes and the float32 reconstruction
     state = StateSpec(step=8)
@@ -66,6 +68,11 @@ class QuantizeCompressor(Compressor):
     """
 
     name = "quantize"
+
+    @classmethod
+    def suggest_gamma(cls, scale: float, ratio: float) -> float | None:
+        """δ = 1 (exact) up to the 8-bit rounding, 1 − δ ≤ 1/255² per entry: γ = 1."""
+        return 1.0
 
     def __init__(self, layout: ParamLayout, bits: int = 8, stochastic: bool = False) -> None:
         super().__init__(layout)

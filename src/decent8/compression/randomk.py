@@ -19,14 +19,21 @@ from .base import TensorSpec, per_node_uniform, require_generators
 from ..state_spec import StateSpec
 from .payload import Payload
 from .topk import SparseCompressor
+from ..registry import compressors
 
 
+@compressors.register("randomk", order=3)
 class RandomKCompressor(SparseCompressor):
     #: one encode: the float32 random scores of every entry
     state = StateSpec(step=4)
     """Random-k (biased, unscaled values); ``encode`` needs one generator per node."""
 
     name = "randomk"
+
+    @classmethod
+    def suggest_gamma(cls, scale: float, ratio: float) -> float | None:
+        """δ = 1 − ratio (the kept fraction, unbiased draws): γ = δ, at least 10⁻³."""
+        return max(1.0 - ratio, 1e-3)
     stochastic = True
 
     def __init__(self, layout: ParamLayout, ratio: float, index_dtype: str = "auto") -> None:

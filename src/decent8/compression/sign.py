@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from ..state_spec import StateSpec
 from .base import Compressor, TensorSpec
 from .payload import Payload
+from ..registry import compressors
 
 
 def _shifts(device: torch.device) -> torch.Tensor:
@@ -43,12 +44,19 @@ def unpack_bits(packed: torch.Tensor, n: int) -> torch.Tensor:
     return b.reshape(*lead, nb * 8)[..., :n]
 
 
+@compressors.register("sign", order=5)
 class SignCompressor(Compressor):
     #: one encode + decode: the float32 reconstruction
     state = StateSpec(step=4)
     """Scaled sign: ``(‖x_l‖₁ / numel_l) · sign(x_l)`` per slot, 1 bit per coordinate."""
 
     name = "sign"
+
+    @classmethod
+    def suggest_gamma(cls, scale: float, ratio: float) -> float | None:
+        """δ = ‖x‖₁² / (d‖x‖₂²) of the scaled sign depends on the message (≥ 1/d): the fixed
+        γ = 0.1 the sign runs were tuned with."""
+        return 0.1
 
     def spec(self) -> dict[str, TensorSpec]:
         return {

@@ -31,6 +31,7 @@ from .base import Compressor, TensorSpec
 from .payload import Payload
 from ..state_spec import StateSpec
 from .quantize import uint8_dequantize, uint8_quantize, uint8_scale
+from ..registry import compressors
 
 INDEX_DTYPES = ("auto", "int16", "int32")
 #: Largest slot whose local indices fit in int16 (stored with an offset of -32768).
@@ -292,11 +293,19 @@ class SparseCompressor(Compressor):
         return out.scatter_(1, self._global_indices(indices), values.to(torch.float32))
 
 
+@compressors.register("topk_int8", order=2, fixed={"value_bits": 8})
+@compressors.register("topk", order=1)
 class TopKCompressor(SparseCompressor):
     """Layer-wise top-k by magnitude, fp32 or 8-bit values (``value_bits`` 32 or 8)."""
 
     #: one encode: the selection's group maxima and candidates (about half a float32 per entry)
     state = StateSpec(step=2)
+
+    @classmethod
+    def suggest_gamma(cls, scale: float, ratio: float) -> float | None:
+        """δ = 1 − ratio (the kept fraction bounds the top-k contraction); a biased
+        sparsifier gossips at γ = scale·δ (the algorithm's scale), in [10⁻³, 1]."""
+        return min(1.0, max(scale * (1.0 - ratio), 1e-3))
 
     def __init__(
         self, layout: ParamLayout, ratio: float, value_bits: int = 32, index_dtype: str = "auto"

@@ -31,7 +31,17 @@ from decent8.topology.mixing import (
     spectral_gap,
     uniform_weights,
 )
-from decent8.topology.topology import RANDOM_TOPOLOGIES, TOPOLOGIES, WEIGHTS, RandomTopology, Topology, make_topology, topology_from_config
+from decent8.topology.topology import RANDOM_TOPOLOGIES, WEIGHTS, RandomTopology, Topology, make_topology, topology_from_config
+
+
+
+def __getattr__(name: str):
+    """``TOPOLOGIES``: the registered names, read when asked (a topology registered later is in it)."""
+    if name == "TOPOLOGIES":
+        from decent8.registry import topologies
+        return topologies.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "TOPOLOGIES",

@@ -9,8 +9,6 @@ draw a fresh graph for every round t from (seed, t).
 """
 from __future__ import annotations
 
-import math
-
 import os
 from typing import Any, Sequence
 
@@ -18,6 +16,7 @@ import numpy as np
 import torch
 
 from decent8.errors import ConfigError, choice_error
+from decent8.registry import construct, keyword_options, takes_any_keyword, topologies
 from decent8.topology import graphs
 from decent8.topology.sparse import SPARSE_TOPOLOGIES, make_sparse_topology
 from decent8.topology.mixing import (
@@ -38,15 +37,18 @@ __all__ = ["TOPOLOGIES", "RANDOM_TOPOLOGIES", "WEIGHTS", "Topology", "RandomTopo
 
 #: per-round random graphs: a new graph every round, drawn from (seed, round)
 RANDOM_TOPOLOGIES: tuple[str, ...] = ("erdos_renyi", "random_matching", "random_k_out")
-TOPOLOGIES: tuple[str, ...] = ("directed_ring", "ring", "torus", "complete", "exponential", "star", "edge_list",
-                               "hypercube", "base", *RANDOM_TOPOLOGIES)
-#: default of topology.degree per topology that uses it
-DEFAULT_DEGREE = {"erdos_renyi": 4.0, "random_k_out": 1, "base": 1}
 #: rounds of a random topology's product in :attr:`Topology.spectral_gap` (the measured consensus rate)
 RATE_WINDOW = 32
 #: ``period`` of a per-round random topology: every step is its own phase
 RANDOM_PERIOD = 2**62
 WEIGHTS: tuple[str, ...] = ("uniform", "metropolis")
+
+
+def __getattr__(name: str) -> Any:
+    """``TOPOLOGIES``: the registered names (:data:`decent8.registry.topologies`), read when asked."""
+    if name == "TOPOLOGIES":
+        return topologies.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _numpy(a: Any) -> Any:
@@ -450,52 +452,41 @@ class RandomTopology(Topology):
 
 
 def topology_from_config(t, nodes: int, seed: int = 0) -> Topology:
-    """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed);
-    ``topology=pkg.module:function`` is a user's graph (:func:`user_topology`)."""
-    from decent8.plugins import is_import_path
+    """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed;
+    ``topology.params``: the topology function's other keyword arguments)."""
     from decent8.seeding import derive_seed
 
-    if is_import_path(t.name):
-        return user_topology(t.name, nodes, t.weights, derive_seed(seed, "topology"))
     return make_topology(t.name, nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
                          undirected=t.undirected, time_varying=t.time_varying,
-                         degree=getattr(t, "degree", None), seed=derive_seed(seed, "topology"))
+                         degree=getattr(t, "degree", None), seed=derive_seed(seed, "topology"),
+                         params=dict(getattr(t, "params", None) or {}))
 
 
-def user_topology(path: str, nodes: int, weights: str = "uniform", seed: int = 0) -> Topology:
-    """``topology=pkg.module:function`` (docs/extending.md): ``function(n)`` (also given
-    ``seed`` if it takes it) returns a :class:`Topology`, or a boolean adjacency ``[n, n]``
-    (A[i, j]: j receives from i; self-loops implied) or a list of them (one per round),
-    whose W comes from ``topology.weights``. Checked like the built-in graphs (strongly
-    connected, W column-stochastic)."""
-    import inspect
+def user_topology(path: str, nodes: int, weights: str = "uniform", seed: int = 0, **params: Any) -> Topology:
+    """``topology=pkg.module:function`` (docs/extending.md): :func:`make_topology` of a user's function."""
+    return make_topology(path, nodes, weights=weights, seed=seed, params=params)
 
-    from decent8.plugins import load_factory
 
-    fn = load_factory(path, option="topology")
-    try:
-        takes = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes = {}
-    n = graphs.check_nodes(nodes)
-    try:
-        out = fn(n, **({"seed": seed} if "seed" in takes else {}))
-    except Exception as e:
-        raise ConfigError("topology", f"{path} failed: {type(e).__name__}: {e}") from None
-    if weights not in WEIGHTS:
-        raise choice_error("topology.weights", weights, WEIGHTS)
-    if hasattr(out, "detach") and hasattr(out, "numpy"):   # a torch tensor: its array (not a list of rounds)
-        out = out.detach().cpu().numpy()
-    try:
-        topo = out if isinstance(out, Topology) else Topology(path, out, weights, description=path)
-    except Exception as e:
-        why = e.message if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
-        raise ConfigError("topology", f"{path} returned {type(out).__name__}, not a Topology or a boolean [n, n] "
-                                      f"adjacency (or a list of them): {why}") from None
-    if topo.n != n:
-        raise ConfigError("topology", f"{path} returned a graph of {topo.n} nodes for nodes={n}")
-    topo.validate()
-    return topo
+#: the topology group's typed options with their "not set" values (given to a topology
+#: function only when set, and only if it names them)
+OPTIONS: dict[str, Any] = {"rows": None, "cols": None, "path": None, "undirected": False, "time_varying": False,
+                           "degree": None}
+
+
+def _check_applies(name: str, fn: Any, options: dict[str, Any]) -> None:
+    """An option set for a topology whose function does not take it: one line naming the
+    topologies that do."""
+    if takes_any_keyword(fn):
+        return
+    takes = keyword_options(fn)
+    for option in options:
+        if option in takes:
+            continue
+        users = [n for n, e in topologies.items() if option in keyword_options(e.obj)]
+        if option == "time_varying":
+            raise ConfigError("topology.time_varying", f"only topology={' and '.join(users)} have a time-varying "
+                                                       f"variant, not {name}")
+        raise ConfigError(f"topology.{option}", f"only used with topology={', '.join(users)}, not topology={name}")
 
 
 def make_topology(
@@ -509,20 +500,28 @@ def make_topology(
     time_varying: bool = False,
     degree: float | None = None,
     seed: int = 0,
+    params: dict[str, Any] | None = None,
 ) -> Topology:
-    """Build and validate a topology (SPEC §1).
+    """Build and validate a topology (SPEC §1): the function registered as ``name``
+    (:mod:`decent8.topology.builtin`, ``decent8 list``) or a user's ``pkg.module:function``,
+    called as ``function(n, **options)``: the options below that are set and that it names,
+    ``weights`` and ``seed`` if it names them, and ``params`` (``topology.<kwarg>=value``),
+    checked against its signature and type hints (:func:`decent8.registry.construct`).
 
-    ``name`` ∈ :data:`TOPOLOGIES`; ``weights`` ∈ {uniform, metropolis} (metropolis needs
-    an undirected graph); ``rows``/``cols`` only for torus; ``path``/``undirected`` only
-    for edge_list; ``time_varying=True`` only for exponential and hypercube (one peer per
-    step); ``degree`` for erdos_renyi (expected degree, default 4), random_k_out (k,
-    default 1) and base (max degree k, default 1); ``seed`` draws the random graphs.
-    Raises :class:`ConfigError` for bad options, a graph that is not strongly connected,
-    or a W that is not column-stochastic. Above ``graphs.DENSE_MAX_NODES`` nodes the
-    topologies of :data:`~decent8.topology.sparse.SPARSE_TOPOLOGIES` are built sparse
+    ``weights`` ∈ {uniform, metropolis} (metropolis needs an undirected graph);
+    ``rows``/``cols`` for torus; ``path``/``undirected`` for edge_list; ``time_varying=True``
+    for exponential and hypercube (one peer per step); ``degree`` for erdos_renyi (expected
+    degree, default 4), random_k_out (k, default 1) and base (max degree k, default 1);
+    ``seed`` draws the random graphs. Raises :class:`ConfigError` for bad options, a graph
+    that is not strongly connected, or a W that is not column-stochastic. Above
+    ``graphs.DENSE_MAX_NODES`` nodes the topologies of
+    :data:`~decent8.topology.sparse.SPARSE_TOPOLOGIES` are built sparse
     (:class:`~decent8.topology.sparse.SparseTopology`); the others are refused in one line."""
-    if name not in TOPOLOGIES:
-        raise choice_error("topology", name, TOPOLOGIES)
+    entry = topologies.entry(name)
+    set_options = {k: v for k, v in dict(rows=rows, cols=cols, path=path, undirected=undirected,
+                                         time_varying=time_varying, degree=degree).items() if v != OPTIONS[k]}
+    if not entry.builtin:
+        return _from_function(entry.obj, name, n, weights, seed, set_options, params or {})
     n = graphs.check_nodes(n, dense=False)
     if n > graphs.DENSE_MAX_NODES and name not in SPARSE_TOPOLOGIES:
         raise ConfigError("topology", f"topology={name} is built as a dense n × n matrix: at most "
@@ -530,88 +529,40 @@ def make_topology(
                                       f"topology={graphs.SPARSE_NAMES}")
     if weights not in WEIGHTS:
         raise choice_error("topology.weights", weights, WEIGHTS)
-    if name != "torus":
-        for opt, v in (("topology.rows", rows), ("topology.cols", cols)):
-            if v is not None:
-                raise ConfigError(opt, f"only used with topology=torus, not topology={name}")
-    if name != "edge_list":
-        if path is not None:
-            raise ConfigError("topology.path", f"only used with topology=edge_list, not topology={name}")
-        if undirected:
-            raise ConfigError("topology.undirected", f"only used with topology=edge_list, not topology={name}")
-    if time_varying and name not in ("exponential", "hypercube"):
-        raise ConfigError("topology.time_varying",
-                          f"only topology=exponential and hypercube have a time-varying variant, not {name}")
-    if degree is not None and name not in DEFAULT_DEGREE:
-        raise ConfigError("topology.degree", f"only used with topology={', '.join(DEFAULT_DEGREE)}, not topology={name}")
-    if name in DEFAULT_DEGREE:
-        degree = DEFAULT_DEGREE[name] if degree is None else degree
-        if isinstance(degree, bool) or not isinstance(degree, (int, float, np.integer, np.floating)):
-            raise ConfigError("topology.degree", f"must be a number, got {degree!r}")
-        if not math.isfinite(float(degree)):
-            raise ConfigError("topology.degree", f"must be a finite number, got {degree!r}")
-        if name == "erdos_renyi" and not 0 < degree <= n - 1:
-            raise ConfigError("topology.degree", f"erdos_renyi needs an expected degree in (0, nodes-1 = {n - 1}], got {degree:g}")
-        if name in ("random_k_out", "base") and (degree != int(degree) or not 1 <= degree <= n - 1):
-            raise ConfigError("topology.degree", f"{name} needs an integer degree k in [1, nodes-1 = {n - 1}], got {degree:g}")
-    if name in RANDOM_TOPOLOGIES:
-        desc = (f"erdos_renyi (expected degree {degree:g}, new graph every round)" if name == "erdos_renyi" else
-                f"random_k_out (k = {int(degree)}, new graph every round)" if name == "random_k_out" else
-                "random_matching (new matching every round)")
-        topo = RandomTopology(name, n, weights, seed=seed, degree=degree, description=desc)
-        topo.validate()
-        return topo
-    if name == "base":
-        if weights != "uniform":
-            raise ConfigError("topology.weights", "topology=base defines its own weights (Takezawa et al. 2023); "
-                                                  "leave topology.weights=uniform")
-        Ws = graphs.base_graph(n, int(degree))
-        adj = [W > 0 for W in Ws]
-        topo = Topology(name, adj, "uniform", description=f"base-{int(degree) + 1} graph ({len(Ws)} rounds to exact consensus)",
-                        mixing=Ws)
-        topo.validate()
-        return topo
-
+    _check_applies(name, entry.obj, set_options)
     if n > graphs.DENSE_MAX_NODES:  # sparse edge lists and CSR W (topology/sparse.py)
         topo_s = make_sparse_topology(name, n, weights, rows, cols, time_varying)
         topo_s.validate()
         return topo_s  # type: ignore[return-value]
+    return construct(entry.obj, n, given=params, config={"weights": weights, "seed": seed, **set_options},
+                     group="topology", what=f"topology={name}")
 
-    description = name
-    adjacency: np.ndarray | list[np.ndarray]
-    if name == "directed_ring":
-        adjacency = graphs.directed_ring(n)
-    elif name == "ring":
-        adjacency = graphs.ring(n)
-    elif name == "torus":
-        r, c = graphs.torus_shape(n, rows, cols)
-        adjacency = graphs.torus(n, r, c)
-        description = f"torus {r}x{c}"
-    elif name == "complete":
-        adjacency = graphs.complete(n)
-    elif name == "exponential":
-        if time_varying:
-            adjacency = graphs.one_peer_exponential(n)
-            description = "exponential (one peer per step)"
-        else:
-            adjacency = graphs.exponential(n)
-    elif name == "star":
-        adjacency = graphs.star(n)
-    elif name == "hypercube":
-        if time_varying:
-            adjacency = graphs.one_peer_hypercube(n)
-            description = "hypercube (one dimension per round)"
-        else:
-            adjacency = graphs.hypercube(n)
-    else:  # edge_list
-        if path is None:
-            raise ConfigError("topology.path", "topology=edge_list needs a file, e.g. topology.path=graph.txt")
-        adjacency = graphs.edge_list(path, n, undirected=undirected)
-        description = f"edge_list {os.fspath(path)}" + (" (undirected)" if undirected else "")
 
-    # Check connectivity before building weights, so the connectivity message wins.
-    phases = adjacency if isinstance(adjacency, list) else [adjacency]
-    check_strongly_connected(np.logical_or.reduce(phases), option="topology")
-    topo = Topology(name, adjacency, weights, description=description)
+def _from_function(fn: Any, name: str, n: int, weights: str, seed: int, options: dict[str, Any],
+                   params: dict[str, Any]) -> Topology:
+    """A user's topology function (registered or ``pkg.module:function``): its Topology, or
+    its adjacency (or list of them, one per round) with W from ``weights``; checked like the
+    built-in graphs (strongly connected, W column-stochastic)."""
+    n = graphs.check_nodes(n)
+    _check_applies(name, fn, options)
+    try:
+        out = construct(fn, n, given=params, config={"weights": weights, "seed": seed, **options},
+                        group="topology", what=f"topology={name}")
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError("topology", f"{name} failed: {type(e).__name__}: {e}") from None
+    if weights not in WEIGHTS:
+        raise choice_error("topology.weights", weights, WEIGHTS)
+    if hasattr(out, "detach") and hasattr(out, "numpy"):   # a torch tensor: its array (not a list of rounds)
+        out = out.detach().cpu().numpy()
+    try:
+        topo = out if isinstance(out, Topology) else Topology(name, out, weights, description=name)
+    except Exception as e:
+        why = e.message if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+        raise ConfigError("topology", f"{name} returned {type(out).__name__}, not a Topology or a boolean [n, n] "
+                                      f"adjacency (or a list of them): {why}") from None
+    if topo.n != n:
+        raise ConfigError("topology", f"{name} returned a graph of {topo.n} nodes for nodes={n}")
     topo.validate()
     return topo

@@ -54,8 +54,9 @@ def _one(x: Any) -> Any:
 def check_runnable(c) -> None:
     """One line for the components AD-PSGD cannot run (the builder calls it, before any
     run folder exists)."""
-    if not isinstance(c.algorithm, ADPSGD):
-        raise TypeError("AsyncGossipRunner needs the ADPSGD algorithm")
+    if c.algorithm.runner != "event_driven":
+        raise TypeError(f"AsyncGossipRunner runs algorithms that declare runner = 'event_driven', not "
+                        f"{type(c.algorithm).__name__}")
     if not isinstance(c.optimizer, LocalMomentum):
         raise ConfigError("optimizer.kind", "adpsgd runs with optimizer.kind=local (local momentum SGD)")
     if c.model.buffers is not None:

@@ -327,7 +327,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     c = cfg.compression
     wire = wire_compression(c.name, cfg.precision, c.wire, c.value_bits)
     compressor = make_compressor(wire, model.layout, ratio=c.ratio, value_bits=c.value_bits, bits=c.bits,
-                                 index_dtype=c.index_dtype, stochastic=c.stochastic)
+                                 index_dtype=c.index_dtype, stochastic=c.stochastic, params=dict(c.params))
     if is_import_path(c.name):   # a user's compressor: checked at its boundary, probed before any run folder
         compressor = checked_user_compressor(compressor, c.name, x0)
     gamma = float(cfg.algorithm.gamma)   # resolved (resolve.py: the default, or the topology's for D²)
@@ -372,7 +372,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     timer = make_timer(cfg, topology, comm, compressor, model.dim, faults)
     components = Components(cfg, device, dataset, parts, topology, push_sum, gamma, defaults, comm, model, x0,
                             compressor, algorithm, optimizer, schedule, sampler, timer, byzantine)
-    if getattr(algorithm_type, "event_driven", False):   # AD-PSGD's own refusals, before any run folder
+    if algorithm_type.runner == "event_driven":   # the event runner's refusals, before any run folder
         from .async_gossip import check_runnable
         check_runnable(components)
     if comm.is_main:

@@ -395,7 +395,7 @@ class Session:
         state = load_resume_checkpoint(run, comm) if resumed else None
         #: AD-PSGD: the epochs are simulated events, not rounds (async_gossip.py)
         self.runner = None
-        if getattr(c.algorithm, "event_driven", False):
+        if c.algorithm.runner == "event_driven":
             from .async_gossip import AsyncGossipRunner
             ds = c.dataset
             self.runner = AsyncGossipRunner(

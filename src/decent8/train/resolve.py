@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..algorithms import algorithm_class
 from ..algorithms.allreduce import RESETS
+from ..compression import compressor_class
 from ..compression.wire import resolve_wire, wire_compression
 from ..config import TrainConfig, freeze, is_frozen, thaw
 from ..data.dataset import ArrayDataset
@@ -68,7 +69,7 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
     and γ 0.02 fell to 56 % at one chunk size; at lr 0.05, γ 0.02 trains to ≥ 95 % on two
     irregular digraphs for every seed and chunk size tried (docs/results/defaults.md).
     """
-    gamma = algorithm_class(algorithm).default_gamma(compression, ratio, push_sum)
+    gamma = algorithm_class(algorithm).default_gamma(compressor_class(compression), ratio, push_sum)
     if optimizer == "qgm" and gamma < 1.0:
         gamma *= 1.0 - float(momentum)
     return round(gamma, 10)
@@ -102,7 +103,7 @@ def check_scalars(cfg: TrainConfig) -> None:
     if cfg.nodes > MAX_NODES:
         raise ConfigError("nodes", f"at most {MAX_NODES:,} nodes, got {cfg.nodes}")
     algorithm_type = algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass
-    if getattr(algorithm_type, "event_driven", False) and cfg.backend != "simulator":  # before any rendezvous
+    if algorithm_type.runner == "event_driven" and cfg.backend != "simulator":  # before any rendezvous
         raise ConfigError("backend", f"{cfg.algorithm.name} runs in the simulator only (backend=simulator): its "
                                      f"atomic pairwise averages need one-sided communication (docs/algorithms.md §13)")
     algorithm_type.resolve_params(cfg.algorithm.params)
