@@ -35,8 +35,11 @@ STEPS = 20
 #: (a selection flipped by float order moves the parameters by ~1e-4)
 TOPK_EXACT_STEPS = 5
 TOPK_BOUND_20_STEPS = 2e-3
-#: 8 bits, 20 steps: rounding decisions flipped by the paths' float order grow (measured ≤ 1.6e-2)
-INT8_BOUND_20_STEPS = 5e-2
+#: 8 bits, 20 steps: rounding decisions flipped by the paths' float order grow, by an amount that
+#: depends on the CPU's kernels even with the AVX2 family pinned (conftest.py): ≤ 1.6e-2 on an AMD
+#: EPYC, 1.5e-3 – 4.8e-2 on an Intel Xeon (cnn 4.3e-2, norms_residual 4.8e-2). So the bound is the
+#: problem's own scale: a strategy lands closer to the loop than the loop with other draws does
+#: (another stream seed, measured 4.1e-2 (mlp) – 4.2e-1 (plain_dropout) on the Xeon).
 
 MODELS = {
     "cnn": ["model=cnn"],
@@ -127,7 +130,8 @@ def test_int8_every_strategy_draws_the_loops_numbers(model):
     assert rel(_run(ov, strategy_for("vmap", 1), steps=1, stream_seed=123), ref1) > 1e-4
     for strategy in _strategies(ov):
         assert rel(_run(ov, strategy, steps=1), ref1) <= 1e-5, strategy.spec
-    assert rel(_run(ov, strategy_for("vmap", NODES)), ref) <= INT8_BOUND_20_STEPS
+    other_draws = rel(_run(ov, strategy_for("vmap", 1), stream_seed=123), ref)
+    assert rel(_run(ov, strategy_for("vmap", NODES)), ref) < other_draws
 
 
 def _write_text_data(path) -> None:

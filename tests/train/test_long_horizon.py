@@ -3,6 +3,7 @@ on tiny tensors-only problems driving the algorithm classes directly (seconds to
 from __future__ import annotations
 
 import pytest
+import torch
 
 from decent8.compression import make_compressor
 from decent8.experiments.problems import (
@@ -49,8 +50,10 @@ def test_identity_choco_equals_dpsgd_after_20000_steps(dpsgd_20k, choco_20k):
 def test_running_sum_formulation_drifts_where_the_fix_does_not(dpsgd_20k, choco_20k):
     """The old float32 running sum drifts away from D-PSGD where the fix does not, and its
     mean(s − x̂), exactly 0 in exact arithmetic, integrates round-off. How far it drifts
-    depends on the CPU's kernels (9.4e-6 on one Xeon, 1.8e-5 on another), so the test
-    compares the two forms on the same machine: the old one at least 10× further."""
+    depends on the CPU's kernels (9.4e-6 on one Xeon, 1.8e-5 on another), so no threshold
+    is a fixed number: the two forms are compared on the same machine (the old one at least
+    10× further), and the old residual against one float32 ulp of the models' magnitude (the
+    least round-off can leave; measured 3.9e-7 against 4.5e-8)."""
     a, c, _ = quadratic_problem()
     zc, fixed = choco_20k
     _, old = _algos(RunningSumChoco)
@@ -59,7 +62,8 @@ def test_running_sum_formulation_drifts_where_the_fix_does_not(dpsgd_20k, choco_
     assert old_drift > 10 * fixed_drift, (old_drift, fixed_drift)
     fixed_residual = fixed.residual.double().mean(0).abs().max().item()
     old_residual = (old.s - old.x_hat).double().mean(0).abs().max().item()
-    assert old_residual > 1e-7 > 1e3 * fixed_residual, (old_residual, fixed_residual)
+    ulp = torch.finfo(torch.float32).eps / 2 * dpsgd_20k.abs().max().item()   # float32 spacing at the models' size
+    assert old_residual > ulp > 1e3 * fixed_residual, (old_residual, ulp, fixed_residual)
 
 
 def test_choco_push_sum_stays_at_consensus_for_5000_rounds(tmp_path):
@@ -70,7 +74,9 @@ def test_choco_push_sum_stays_at_consensus_for_5000_rounds(tmp_path):
     assert curve[-1][1] < 1e-5                        # de-biased models sit on the true average
     assert curve[-1][1] <= curve[0][1] + 1e-6          # ... and do not walk away from it
     old = push_sum_gossip(topo, ident, 1.0, 5000, cls=RunningSumChoco)
-    assert old[-1][0] > 1e-4 and old[-1][0] > 3 * old[0][0]   # the old form drifts linearly
+    # the old form drifts linearly, far from the fixed one on the same machine (measured
+    # 1.2e-3 against 5.6e-7; no fixed threshold: the drift's size depends on the CPU's kernels)
+    assert old[-1][0] > 3 * old[0][0] and old[-1][0] > 100 * max(cd for cd, _ in curve)
 
 
 def test_choco_topk_push_sum_does_not_drift(tmp_path):
