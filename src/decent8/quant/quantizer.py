@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from .. import streams
+from . import fused
 from ..errors import ConfigError
 
 #: Smallest step, so a constant range does not divide by zero (SPEC §5).
@@ -264,6 +265,21 @@ def fake_quantize(
             mn = mn.to(x.dtype)
         if mx.dtype != x.dtype:
             mx = mx.to(x.dtype)
+        if fused.wanted(x):  # one kernel, the same arithmetic (.fused)
+            h = None
+            if stochastic:
+                if streams.active():
+                    h = streams.draw(x, streams.DITHER, -1 if node_dim is None else node_dim)
+                else:
+                    h = _SCRATCH.get("dither", x.numel(), x.dtype, x.device).view(x.shape).copy_(dither_like(x, True))
+            out = fused.fake_quantize_fused(x, mn, mx, levels, MIN_SCALE, h, _DITHER_LEVELS, node_dim)
+            if out is not None:
+                return out
+            if h is not None:  # the same draws in the eager passes
+                scale = torch.sub(mx, mn).div_(constant(float(levels), mx)).clamp_min_(constant(MIN_SCALE, mx))
+                shift = torch.add(mn, scale, alpha=-0.5 / _DITHER_LEVELS)
+                y = torch.sub(x, shift).div_(scale).add_(h, alpha=1.0 / _DITHER_LEVELS)
+                return y.clamp_(0, levels).round_().mul_(scale).add_(mn)
         scale = torch.sub(mx, mn).div_(constant(float(levels), mx)).clamp_min_(constant(MIN_SCALE, mx))
         if stochastic:
             # (x − mn)/scale + (h + ½)/2^16  =  (x − shift)/scale + h/2^16

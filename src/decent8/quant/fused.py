@@ -1,0 +1,168 @@
+"""The fused 8-bit quantizer: Q_b's elementwise passes as one generated kernel (SPEC §5).
+
+Eagerly, :func:`decent8.quant.quantizer.fake_quantize` is nine operators per tensor: the
+step ``scale = max((max − min)/L, 1e-8)`` (three on 0-dim tensors), then ``x − min``,
+``/ scale``, (``+ h/2^16`` when stochastic), clamp, round, ``· scale``, ``+ min`` — each a
+kernel launch on a GPU, where a small model's step is bound by launches. Here the same
+arithmetic, in the same order and rounding, is one ``torch.compile`` region (Triton on a
+GPU, C++ with the system compiler on a CPU)::
+
+    scale = max((mx − mn) / L, 1e-8)
+    y     = (x − mn) / scale                                  deterministic
+    y     = (x − (mn − scale·2^-17)) / scale + h · 2^-16      stochastic, h the dither codes
+    x̂     = round(clamp(y, 0, L)) · scale + mn
+
+so the result is bitwise that of the eager passes (``tests/quant/test_fused.py``: every
+execution strategy, forward and backward). The range (``torch.aminmax``) and the dither
+draws (the node's stream or the device generator) stay as they are: the draws are the
+same numbers, handed to the kernel as float codes.
+
+The tensor is seen as ``[a, c, b]`` (``c`` nodes along ``node_dim``, ``[1, 1, n]`` for one
+range) so one compiled graph serves every rank; a deterministic and a stochastic kernel,
+each with dynamic sizes. Used where launches cost most: ``auto`` (the default) fuses CUDA
+tensors, ``on`` every device (a CPU then pays ~40 µs of dispatch per call, but one pass
+over a large tensor instead of six), ``off`` none (:func:`set_fused`). Never while a
+whole step is being compiled (``sim.compile``: the compiler fuses it there) nor inside
+``torch.func`` transforms (the quantizer's vmap rules call it on the physical tensor).
+A machine where the compiler does not work falls back to the eager passes with one
+warning line.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import types
+import warnings
+from typing import Callable, Iterator
+
+import torch
+
+FUSED_MODES = ("auto", "on", "off")
+_MODE = ["auto"]
+_BROKEN: list[str] = []  # the compiler's failure, once seen
+_KERNELS: dict[tuple, Callable[..., torch.Tensor]] = {}
+
+
+def set_fused(mode: str) -> str:
+    """Where the fused quantizer runs: ``auto`` (CUDA tensors), ``on`` (every device),
+    ``off`` (nowhere). Returns the previous mode."""
+    if mode not in FUSED_MODES:
+        raise ValueError(f"fused quantizer mode must be one of {', '.join(FUSED_MODES)}, got {mode!r}")
+    previous, _MODE[0] = _MODE[0], mode
+    return previous
+
+
+def fused_mode() -> str:
+    """The current mode (see :func:`set_fused`)."""
+    return _MODE[0]
+
+
+def _deterministic(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, levels: float, min_scale: float) -> torch.Tensor:
+    scale = torch.clamp_min((mx - mn) / levels, min_scale)
+    return torch.clamp((x - mn) / scale, 0.0, levels).round() * scale + mn
+
+
+def _stochastic(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, h: torch.Tensor, levels: float,
+                min_scale: float, dither_levels: float) -> torch.Tensor:
+    scale = torch.clamp_min((mx - mn) / levels, min_scale)
+    shift = mn + scale * (-0.5 / dither_levels)
+    y = (x - shift) / scale + h * (1.0 / dither_levels)
+    return torch.clamp(y, 0.0, levels).round() * scale + mn
+
+
+def _kernel(stochastic: bool, *tensors: torch.Tensor) -> Callable[..., torch.Tensor]:
+    """The compiled kernel for this variant: its own code object per dtype, device, sizes
+    of 1 and storage offsets of 0 / 1 / more (what the compiler specializes on), so that
+    each compiles once and none reaches dynamo's per-code-object recompile limit."""
+    key = (stochastic, *((t.dtype, t.device.type, *(n == 1 for n in t.shape), min(t.storage_offset(), 2))
+                         for t in tensors))
+    k = _KERNELS.get(key)
+    if k is None:
+        fn = _stochastic if stochastic else _deterministic
+        twin = types.FunctionType(fn.__code__.replace(co_name=f"{fn.__name__}_{len(_KERNELS)}"), fn.__globals__,
+                                  fn.__name__, fn.__defaults__, fn.__closure__)
+        k = _KERNELS[key] = torch.compile(twin, dynamic=True, fullgraph=True)
+    return k
+
+
+@contextlib.contextmanager
+def _no_function_modes() -> Iterator[None]:
+    """No torch-function modes (decent8.streams' random-operator mode) while the kernel runs:
+    it draws nothing, and the mode stack is part of the compiled code's guards."""
+    stack = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    try:
+        yield
+    finally:
+        for mode in reversed(stack):
+            torch._C._push_on_torch_function_stack(mode)
+
+
+def wanted(x: torch.Tensor) -> bool:
+    """Whether ``x`` is quantized by the fused kernel (mode, device, no transform or trace active)."""
+    mode = _MODE[0]
+    if mode == "off" or _BROKEN or (mode == "auto" and x.device.type != "cuda"):
+        return False
+    if not x.is_contiguous() or x.numel() == 0:
+        return False
+    probe = getattr(torch.compiler, "is_compiling", None)
+    if probe is not None and probe():
+        return False
+    return not torch._C._are_functorch_transforms_active()
+
+
+def _as_abc(x: torch.Tensor, node_dim: int | None) -> tuple[int, int, int]:
+    if node_dim is None:
+        return 1, 1, x.numel()
+    d = node_dim % x.dim()
+    return math.prod(x.shape[:d]), x.shape[d], math.prod(x.shape[d + 1:])
+
+
+def fake_quantize_fused(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, levels: int, min_scale: float,
+                        h: torch.Tensor | None, dither_levels: int, node_dim: int | None) -> torch.Tensor | None:
+    """Q_b(x) over ``[mn, mx]`` in one kernel (``h``: float dither codes shaped like ``x``,
+    None for deterministic rounding); None when the ranges do not have one value per node
+    (the caller then runs the eager passes) or the compiler fails."""
+    a, c, b = _as_abc(x, node_dim)
+    if mn.numel() not in (1, c) or mx.numel() not in (1, c):
+        return None
+    if mn.numel() == 1 and c > 1:  # one range for every node: as one node's tensor
+        a, c, b = 1, 1, x.numel()
+    shape3 = (a, c, b)
+    r = (1, c, 1)
+    x3 = x.detach().view(shape3)  # (requires_grad is not a guard: fewer graphs)
+    mn3, mx3 = mn.detach().reshape(r), mx.detach().reshape(r)
+    try:
+        with _no_function_modes():
+            if h is None:
+                out = _kernel(False, x3, mn3, mx3)(x3, mn3, mx3, float(levels), float(min_scale))
+            else:
+                h3 = h.detach().reshape(shape3)
+                out = _kernel(True, x3, mn3, mx3, h3)(x3, mn3, mx3, h3, float(levels), float(min_scale),
+                                                      float(dither_levels))
+    except Exception as e:  # noqa: BLE001 - any compiler failure: the eager passes compute the same
+        _fail(e, stochastic=h is not None)
+        return None
+    _WORKED.append(True)
+    return out.view(x.shape)
+
+
+_WORKED: list[bool] = []  # a kernel ran (later failures are per shape, not the machine's compiler)
+
+
+def _fail(e: Exception, stochastic: bool) -> None:
+    """One warning line; the machine's compiler is taken as broken when no kernel ever ran."""
+    why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:160]
+    if not _WORKED:
+        _BROKEN.append(why)
+        warnings.warn(f"fused 8-bit quantizer unavailable (torch.compile failed: {why}); using the eager operators",
+                      RuntimeWarning, stacklevel=4)
+    elif not _SHAPE_FAILED:
+        _SHAPE_FAILED.append(why)
+        warnings.warn(f"fused 8-bit quantizer: a tensor layout it could not compile ({why}) runs the eager "
+                      "operators (the same values)", RuntimeWarning, stacklevel=4)
+
+
+_SHAPE_FAILED: list[str] = []
+
+
+__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused"]
