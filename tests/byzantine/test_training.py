@@ -1,7 +1,8 @@
 """Training with ``byzantine.*``: with no attacker every robust rule trains like plain
 averaging (digits, IID), and a seeded attack × defence ends the same in the simulator and
 on 2 gloo ranks holding blocks of nodes (both run :class:`decent8.byzantine.RobustGossip`
-over :meth:`~decent8.comm.base.Communicator.exchange_messages`)."""
+over :meth:`~decent8.comm.base.Communicator.exchange_messages`), for D-PSGD and for
+Choco-SGD's per-edge public copies."""
 from __future__ import annotations
 
 import json
@@ -45,10 +46,16 @@ PARITY = ["data.name=digits", "model=mlp", "model.width=16", "nodes=8", "device=
           "sim.chunk=1", "dist_timeout_s=30"]
 
 
+#: Choco-SGD's per-edge public copies (decent8.byzantine.copies), top-k messages, the same attack and rule
+CHOCO = ["algorithm=choco", "compression=topk", "compression.ratio=0.9"]
+
+
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="needs torch.distributed")
-def test_alie_against_trimmed_mean_ends_the_same_on_two_gloo_ranks(tmp_path):
-    sim, _ = train(load_config(None, [*PARITY, f"out_dir={tmp_path}", "name=sim"]), quiet=True)
-    group = LocalNodes(2, [sys.executable, "-m", "decent8", "train", *PARITY, f"out_dir={tmp_path}", "name=dist",
+@pytest.mark.parametrize("algorithm", [[], CHOCO], ids=["dpsgd", "choco-topk"])
+def test_alie_against_trimmed_mean_ends_the_same_on_two_gloo_ranks(tmp_path, algorithm):
+    args = [*PARITY, *algorithm]
+    sim, _ = train(load_config(None, [*args, f"out_dir={tmp_path}", "name=sim"]), quiet=True)
+    group = LocalNodes(2, [sys.executable, "-m", "decent8", "train", *args, f"out_dir={tmp_path}", "name=dist",
                            "backend=distributed", "dist.ranks=2", "--quiet"], log_dir=tmp_path)
     assert wait_nodes(group, 400) == [0, 0], "\n".join((tmp_path / f"node{r}.log").read_text() for r in range(2))
     dist = json.loads((tmp_path / "dist" / "summary.json").read_text())

@@ -1,0 +1,130 @@
+"""Tables and figures of the Byzantine study (docs/results/byzantine.md).
+
+    python benchmarks/byzantine_table.py docs/results/byzantine docs/results/byzantine_figures
+
+Reads the sweep's plan (sweep.json) and each cell's summary.json. A cell of the plan whose
+folder exists without a summary stopped with an error: the study's only such error is
+"training diverged" (checked in its metrics.jsonl), drawn at chance (10 %) and written
+"div.". Honest accuracy: ``honest_mean_node_accuracy`` (the cells with no Byzantine node and
+the mean rule run plain gossip, whose nodes are all honest: ``mean_node_accuracy``).
+Prints markdown tables (mean ± sample std over seeds, n) and writes one figure per graph and
+skew: honest accuracy against the fraction of Byzantine nodes, a panel per attack, a line
+per defence.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from decent8.figstyle import new_figure, save, series_style, set_axes_title, set_title, styled
+from decent8.figstyle.axes import spread
+
+DEFENCES = ["mean", "clipped_gossip", "trimmed_mean", "self_centered_clipping"]
+ATTACKS = ["sign_flip", "alie", "dissensus"]
+COUNTS = ["0", "1", "2", "4"]
+NODES = 16
+CHANCE = 0.10
+
+
+def load(folder: Path) -> dict[tuple, list]:
+    """(graph, skew, byz, attack, defence) -> [(seed, honest acc | None for diverged, consensus distance)]."""
+    plan = json.loads((folder / "sweep.json").read_text())
+    out: dict[tuple, list] = defaultdict(list)
+    for cell in plan["cells"]:
+        lab, run = cell["labels"], folder / cell["name"]
+        key = (lab["graph"], lab["skew"], lab["byz"], lab["attack"], lab["defence"])
+        if (run / "summary.json").exists():
+            s = json.loads((run / "summary.json").read_text())
+            acc = s.get("honest_mean_node_accuracy")
+            acc = s.get("mean_node_accuracy") if acc is None else acc
+            cd = s.get("honest_consensus_distance")
+            cd = s.get("consensus_distance") if cd is None else cd
+            out[key].append((lab["seed"], acc, cd))
+        elif (run / "metrics.jsonl").exists():
+            rows = [json.loads(r) for r in (run / "metrics.jsonl").read_text().splitlines() if r.strip()]
+            losses = [r.get("train_loss") for r in rows if r.get("train_loss") is not None]
+            diverged = any(not math.isfinite(v) for v in losses) or not losses
+            if diverged:
+                out[key].append((lab["seed"], None, None))
+    return out
+
+
+def cell_text(runs: list) -> str:
+    if not runs:
+        return "—"
+    div = sum(a is None for _, a, _ in runs)
+    accs = [100 * a for _, a, _ in runs if a is not None]
+    if not accs:
+        return f"div. ({div}/{len(runs)})"
+    m, s, n = spread(accs)
+    text = f"{m:.1f}" + (f" ± {s:.1f}" if s is not None else "") + (f" (n={n})" if n > 1 else "")
+    return text + (f", div. {div}/{len(runs)}" if div else "")
+
+
+def tables(data: dict) -> str:
+    lines = []
+    for graph, skew in sorted({(k[0], k[1]) for k in data}, key=lambda t: (t[0] != "torus", t[1] != "0.8")):
+        lines.append(f"\n**{graph}, skew {skew}** — honest accuracy (%), mean ± std over seeds\n")
+        lines.append("| attack | Byzantine | " + " | ".join(DEFENCES) + " |")
+        lines.append("|---|---|" + "---:|" * len(DEFENCES))
+        base = [cell_text(data.get((graph, skew, "0", "none", d), [])) for d in DEFENCES]
+        lines.append("| none | 0 | " + " | ".join(base) + " |")
+        for attack in ATTACKS:
+            for byz in COUNTS[1:]:
+                row = [cell_text(data.get((graph, skew, byz, attack, d), [])) for d in DEFENCES]
+                if all(r == "—" for r in row):
+                    continue
+                lines.append(f"| {attack} | {byz} ({100 * int(byz) / NODES:.1f} %) | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+@styled
+def figure(data: dict, graph: str, skew: str, path: Path) -> None:
+    fig = new_figure(10.5, 3.6)
+    axes = fig.subplots(1, len(ATTACKS), sharey=True)
+    for ax, attack in zip(axes, ATTACKS):
+        for i, d in enumerate(DEFENCES):
+            xs, ys, errs, div_x = [], [], [], []
+            for byz in COUNTS:
+                runs = data.get((graph, skew, byz, "none" if byz == "0" else attack, d), [])
+                if not runs:
+                    continue
+                vals = [100 * (a if a is not None else CHANCE) for _, a, _ in runs]
+                m, s, _ = spread(vals)
+                xs.append(100 * int(byz) / NODES)
+                ys.append(m)
+                errs.append(s or 0.0)
+                if any(a is None for _, a, _ in runs):
+                    div_x.append((xs[-1], m))
+            if not xs:
+                continue
+            st = series_style(i)
+            ax.errorbar(xs, ys, yerr=errs, label=d, capsize=2, **st)
+            for x, y in div_x:
+                ax.plot([x], [y], marker="x", color="black", markersize=9, linestyle="none")
+        ax.set_xlabel("Byzantine nodes (% of 16)")
+        ax.set_xticks([100 * int(c) / NODES for c in COUNTS])
+        ax.set_ylim(0, 100)
+        ax.axhline(100 * CHANCE, color="grey", linewidth=0.8, linestyle=":")
+        set_axes_title(ax, attack)
+    axes[0].set_ylabel("honest mean node accuracy (%)")
+    axes[-1].legend(loc="lower left", fontsize=7)
+    set_title(fig, f"digits, 16 nodes, {graph}, skew {skew}: honest accuracy vs attackers "
+                   f"(x: a run diverged, drawn at chance; bars: std over seeds)")
+    save(fig, path)
+
+
+def main() -> None:
+    folder, figs = Path(sys.argv[1]), Path(sys.argv[2])
+    data = load(folder)
+    print(tables(data))
+    figs.mkdir(parents=True, exist_ok=True)
+    for graph, skew in sorted({(k[0], k[1]) for k in data}):
+        figure(data, graph, skew, figs / f"honest_accuracy_{graph}_skew{skew.replace('.', 'p')}.png")
+
+
+if __name__ == "__main__":
+    main()
