@@ -50,10 +50,10 @@ class Registry:
     ``package``: the subpackage whose modules register the built-ins (imported on first
     lookup; with ``discover`` every module in it); ``base``: ``"module:Class"`` every
     class registered or named by import path must subclass; ``path_hint``: how an import
-    path is written in the list of allowed values."""
+    path is written in the list of allowed values (None: no import paths, registered names only)."""
 
     def __init__(self, kind: str, option: str | None = None, *, package: str | None = None, discover: bool = False,
-                 base: str | None = None, base_note: str = "", path_hint: str = "pkg.module:Name") -> None:
+                 base: str | None = None, base_note: str = "", path_hint: str | None = "pkg.module:Name") -> None:
         self.kind = kind
         self.option = option or kind
         self.package = package
@@ -152,8 +152,9 @@ class Registry:
             return found
         from .plugins import is_import_path, load_factory
 
-        if not is_import_path(name):
-            raise choice_error(self.option, name, self.names() + tuple(self._aliases) + (self.path_hint,))
+        if self.path_hint is None or not is_import_path(name):
+            hint = (self.path_hint,) if self.path_hint else ()
+            raise choice_error(self.option, name, self.names() + tuple(self._aliases) + hint)
         assert isinstance(name, str)
         obj = load_factory(name, option=self.option)
         self._check(obj, name)
@@ -300,9 +301,9 @@ algorithms = Registry("algorithm", package="decent8.algorithms", discover=True,
 compressors = Registry("compression", package="decent8.compression", discover=True,
                        base="decent8.compression:Compressor", path_hint="pkg.module:Class")
 topologies = Registry("topology", package="decent8.topology", discover=True, path_hint="pkg.module:function")
-optimizers = Registry("optimizer.kind", package="decent8.optim", discover=True, path_hint="pkg.module:Class")
-datasets = Registry("data", package="decent8.data.registry", path_hint="pkg.module:function")
-models = Registry("model", package="decent8.models", path_hint="pkg.module:factory")
+optimizers = Registry("optimizer.kind", package="decent8.optim", discover=True, path_hint=None)
+datasets = Registry("data", package="decent8.data.registry", path_hint=None)
+models = Registry("model", package="decent8.models", discover=True, path_hint="pkg.module:factory")
 losses = Registry("loss", package="decent8.task", path_hint="pkg.module:function")
 attacks = Registry("byzantine.attack", package="decent8.byzantine", discover=True, path_hint="pkg.module:Name")
 aggregators = Registry("byzantine.aggregator", package="decent8.byzantine", discover=True, path_hint="pkg.module:Name")

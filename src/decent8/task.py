@@ -33,15 +33,15 @@ is refused with one line.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 from torch.func import vmap
 
-from .errors import ConfigError, choice_error
+from .errors import ConfigError
+from .registry import construct, losses
 
-LOSSES = ("cross_entropy", "logistic", "mse")
 from .config import TASKS, check_task  # noqa: E402,F401  (torch-free: the CLI checks options before torch)
 
 
@@ -94,6 +94,7 @@ class Task:
         return (err * err).sum(1), err.abs().sum(1)
 
 
+@losses.register("cross_entropy", order=0)
 class CrossEntropy(Task):
     """Softmax cross-entropy; with ``label_smoothing`` ε the training loss is taken against
     (1 − ε)·one-hot + ε/C (Szegedy et al. 2016). Test losses (``eval_sums``) stay plain
@@ -133,6 +134,7 @@ class CrossEntropy(Task):
         return loss, self.correct(outputs, targets)
 
 
+@losses.register("logistic", order=1)
 class Logistic(Task):
     """Binary logistic regression: ``log(1 + exp(−y'·f))`` with ``y' = 2y − 1``, labels y ∈ {0, 1}."""
 
@@ -151,6 +153,7 @@ class Logistic(Task):
         return (outputs.reshape(m, -1) > 0) == (targets.reshape(1, -1) > 0.5)
 
 
+@losses.register("mse", order=2)
 class MSE(Task):
     """Mean squared error over every output (regression; targets reshaped to the outputs)."""
 
@@ -188,7 +191,11 @@ class CustomLoss(Task):
         return super().eval_sums(outputs, targets)
 
 
-_BUILTIN = {"cross_entropy": CrossEntropy, "logistic": Logistic, "mse": MSE}
+def __getattr__(name: str) -> Any:
+    """``LOSSES``: the registered loss names (:data:`decent8.registry.losses`), read when asked."""
+    if name == "LOSSES":
+        return losses.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_task(loss: "str | Callable | Task", task: str = "auto", integer_targets: bool | None = None,
@@ -203,16 +210,11 @@ def make_task(loss: "str | Callable | Task", task: str = "auto", integer_targets
                                   "floating point; use task=regression or task=auto")
     if isinstance(loss, Task):
         built = loss
-    elif isinstance(loss, str):
-        if loss == "cross_entropy":
-            built = CrossEntropy(label_smoothing)
-        elif loss in _BUILTIN:
-            built = _BUILTIN[loss]()
-        else:
-            from .models.user import is_import_path, load_factory
-            if not is_import_path(loss):
-                raise choice_error("loss", loss, LOSSES + ("pkg.module:function",))
-            return CustomLoss(load_factory(loss, option="loss"), name=loss, task=task)
+    elif isinstance(loss, str):   # a registered loss (a Task class or a function) or pkg.module:function
+        entry = losses.entry(loss)
+        if not (isinstance(entry.obj, type) and issubclass(entry.obj, Task)):
+            return CustomLoss(entry.obj, name=loss, task=task)
+        built = construct(entry.obj, config={"label_smoothing": label_smoothing}, group="loss", what=f"loss={loss}")
     elif callable(loss):
         return CustomLoss(loss, task=task)
     else:

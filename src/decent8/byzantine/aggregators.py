@@ -34,6 +34,7 @@ from typing import ClassVar
 
 import torch
 
+from ..registry import aggregators
 from .messages import NeighbourMessages
 
 
@@ -158,8 +159,10 @@ class Median(Aggregator):
         return out
 
 
-AGGREGATORS: dict[str, type[Aggregator]] = {a.name: a for a in (Mean, ClippedGossip, TrimmedMean, Median,
-                                                                  SelfCenteredClipping)}
+for _i, _rule in enumerate((Mean, ClippedGossip, TrimmedMean, Median, SelfCenteredClipping)):
+    aggregators.register(_rule.name, _rule, order=_i)
+#: the rule registry (:data:`decent8.registry.aggregators`): ``name in AGGREGATORS``, ``AGGREGATORS.lookup(name)``
+AGGREGATORS = aggregators
 
 __all__ = ["AGGREGATORS", "Aggregator", "ClippedGossip", "Mean", "Median", "SelfCenteredClipping", "TrimmedMean",
            "clip"]

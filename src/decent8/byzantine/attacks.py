@@ -40,6 +40,7 @@ from typing import ClassVar
 
 import torch
 
+from ..registry import attacks
 from ..seeding import derive_seed
 from .messages import NeighbourMessages
 
@@ -149,6 +150,9 @@ class Dissensus(Attack):
         return (msgs.own - self.scale * pull / wb[:, None])[:, None]
 
 
-ATTACKS: dict[str, type[Attack]] = {a.name: a for a in (Attack, SignFlip, Gaussian, LabelFlip, ALIE, IPM, Dissensus)}
+for _i, _attack in enumerate((Attack, SignFlip, Gaussian, LabelFlip, ALIE, IPM, Dissensus)):
+    attacks.register(_attack.name, _attack, order=_i)
+#: the attack registry (:data:`decent8.registry.attacks`): ``name in ATTACKS``, ``ATTACKS.lookup(name)``
+ATTACKS = attacks
 
 __all__ = ["ATTACKS", "Attack", "ALIE", "Dissensus", "Gaussian", "IPM", "LabelFlip", "SignFlip", "honest_stats"]

@@ -68,12 +68,13 @@ def pick_nodes(spec: object, n: int, seed: int) -> list[int]:
     return ids
 
 
-def _user_component(option: str, name: str, method: str, signature: str, *args):
-    """A user's attack or rule: ``name`` through the import gate, called with ``args``; its
-    ``method`` is guarded like other user code (one line on failure)."""
+def _user_component(option: str, name: str, method: str, signature: str, *args, factory=None):
+    """A user's attack or rule: ``factory`` (registered under ``name``) or ``name`` through the
+    import gate, called with ``args``; its ``method`` is guarded like other user code (one line
+    on failure)."""
     from .. import user_code
     from ..plugins import load_factory
-    obj = user_code.call(option, name, load_factory(name, option), *args)
+    obj = user_code.call(option, name, factory if factory is not None else load_factory(name, option), *args)
     if not callable(getattr(obj, method, None)):
         called = f"{name}({', '.join(('b', 'tau')[:len(args)])})"
         raise user_code.UserCodeError(option, f"{called} returned {type(obj).__name__}, which has no {signature} method")
@@ -82,26 +83,30 @@ def _user_component(option: str, name: str, method: str, signature: str, *args):
 
 def make_attack(name: str, scale: float | None, seed: int) -> Attack:
     """``byzantine.attack``: a built-in name or ``pkg.module:Name`` through the import gate."""
-    if is_import_path(name):
-        return _user_component("byzantine.attack", name, "craft", "craft(messages, byzantine, step)")
-    if name not in ATTACKS:
+    entry = ATTACKS.registered(name)
+    if is_import_path(name) or (entry is not None and not entry.builtin):
+        return _user_component("byzantine.attack", name, "craft", "craft(messages, byzantine, step)",
+                               factory=entry.obj if entry is not None else None)
+    if entry is None:
         raise ConfigError("byzantine.attack", f"unknown attack {name!r}; allowed: {', '.join(ATTACKS)} or "
                                               f"pkg.module:Name")
     if scale is not None and not (math.isfinite(float(scale)) and float(scale) >= 0):
         raise ConfigError("byzantine.scale", f"must be a finite number ≥ 0, got {scale!r}")
-    return ATTACKS[name](scale, seed)
+    return entry.obj(scale, seed)
 
 
 def make_aggregator(name: str, b: int, tau: float | None) -> Aggregator:
     """``byzantine.aggregator``: a built-in rule or ``pkg.module:Name`` called with ``(b, tau)``."""
     if tau is not None and not (math.isfinite(float(tau)) and float(tau) > 0):
         raise ConfigError("byzantine.clip_tau", f"must be a number > 0 (null: adaptive), got {tau!r}")
-    if is_import_path(name):
-        return _user_component("byzantine.aggregator", name, "aggregate", "aggregate(messages)", b, tau)
-    if name not in AGGREGATORS:
+    entry = AGGREGATORS.registered(name)
+    if is_import_path(name) or (entry is not None and not entry.builtin):
+        return _user_component("byzantine.aggregator", name, "aggregate", "aggregate(messages)", b, tau,
+                               factory=entry.obj if entry is not None else None)
+    if entry is None:
         raise ConfigError("byzantine.aggregator", f"unknown rule {name!r}; allowed: {', '.join(AGGREGATORS)} or "
                                                   f"pkg.module:Name")
-    return AGGREGATORS[name](b, tau)
+    return entry.obj(b, tau)
 
 
 def byzantine_in_degrees(src: torch.Tensor, mask: torch.Tensor, byzantine: list[int], n: int

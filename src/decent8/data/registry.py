@@ -34,13 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError, choice_error
+from ..errors import ConfigError
+from ..registry import construct, datasets
 from .dataset import ArrayDataset, take
 from .digits import load_digits_dataset
 
-DATASETS = ("digits", "cifar10", "mnist", "imagenette", "agnews", "sentlen", "image_folder", "tensors", "leaf")
-TEXT_DATASETS = ("agnews", "sentlen")
-IMAGE_DATASETS = ("cifar10", "mnist", "imagenette", "image_folder")
 
 # Working defaults per data set: decent8.config.DATASET_DEFAULTS (kept there so that
 # reading a config does not import torch)
@@ -104,32 +102,71 @@ def _subset(ds: ArrayDataset, subset: float | None, test_subset: float | None) -
     return dataclasses.replace(ds, **changes) if changes else ds
 
 
-def _load(name: str, root: str | None, test_fraction: float, seed: int, cache_dir: str | None,
-          image_size: int | None, seq_len: int, vocab_size: int, tokenizer: Any = None) -> ArrayDataset:
-    if name == "digits":
-        return load_digits_dataset(test_fraction=test_fraction, seed=seed)
-    if name == "cifar10":
-        from .cifar10 import load_cifar10
-        return load_cifar10(root, cache_dir, image_size)
-    if name == "mnist":
-        from .mnist import load_mnist
-        return load_mnist(root, cache_dir, image_size)
-    if name == "imagenette":
-        from .imagenette import load_imagenette
-        return load_imagenette(root, cache_dir, image_size)
-    if name == "image_folder":
-        from .user_folder import load_image_folder
-        return load_image_folder(root, cache_dir, image_size)
-    if name == "agnews":
-        from .agnews import load_agnews
-        return load_agnews(root, cache_dir, seq_len, vocab_size, tokenizer)
-    if name == "sentlen":
-        from .sentlen import load_sentlen
-        return load_sentlen(root, cache_dir, seq_len, vocab_size, tokenizer, test_fraction)
-    if name == "leaf":
-        from .leaf import load_leaf
-        return load_leaf(root, seq_len, vocab_size)
-    raise choice_error("data", name, DATASETS)
+@datasets.register("digits", order=0)
+def _digits(test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
+    return load_digits_dataset(test_fraction=test_fraction, seed=seed)
+
+
+@datasets.register("cifar10", order=1, image=True)
+def _cifar10(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
+    from .cifar10 import load_cifar10
+    return load_cifar10(root, cache_dir, image_size)
+
+
+@datasets.register("mnist", order=2, image=True)
+def _mnist(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
+    from .mnist import load_mnist
+    return load_mnist(root, cache_dir, image_size)
+
+
+@datasets.register("imagenette", order=3, image=True)
+def _imagenette(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
+    from .imagenette import load_imagenette
+    return load_imagenette(root, cache_dir, image_size)
+
+
+@datasets.register("agnews", order=4, text=True)
+def _agnews(root: str | None = None, cache_dir: str | None = None, seq_len: int = 64, vocab_size: int = 20000,
+            tokenizer: Any = None) -> ArrayDataset:
+    from .agnews import load_agnews
+    return load_agnews(root, cache_dir, seq_len, vocab_size, tokenizer)
+
+
+@datasets.register("sentlen", order=5, text=True)
+def _sentlen(root: str | None = None, cache_dir: str | None = None, seq_len: int = 64, vocab_size: int = 20000,
+             tokenizer: Any = None, test_fraction: float = 0.2) -> ArrayDataset:
+    from .sentlen import load_sentlen
+    return load_sentlen(root, cache_dir, seq_len, vocab_size, tokenizer, test_fraction)
+
+
+@datasets.register("image_folder", order=6, image=True)
+def _image_folder(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
+    from .user_folder import load_image_folder
+    return load_image_folder(root, cache_dir, image_size)
+
+
+@datasets.register("tensors", order=7, fresh=True)
+def _tensors(path: str | None = None, test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
+    """Read each time (the user may rewrite the file between runs); no subsets."""
+    return load_tensors_dataset(path, test_fraction, seed)
+
+
+@datasets.register("leaf", order=8, sequence=True)
+def _leaf(root: str | None = None, seq_len: int = 64, vocab_size: int = 20000) -> ArrayDataset:
+    from .leaf import load_leaf
+    return load_leaf(root, seq_len, vocab_size)
+
+
+def __getattr__(name: str) -> Any:
+    """Read from the data-set registry when asked: ``DATASETS`` (every name), ``TEXT_DATASETS``,
+    ``IMAGE_DATASETS`` (those registered with ``text=True`` / ``image=True``)."""
+    if name == "DATASETS":
+        return datasets.names()
+    if name == "TEXT_DATASETS":
+        return tuple(n for n, e in datasets.items() if e.info.get("text"))
+    if name == "IMAGE_DATASETS":
+        return tuple(n for n, e in datasets.items() if e.info.get("image"))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2, seed: int = 0, *,
@@ -139,36 +176,39 @@ def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2,
     """Load data set ``name`` (see the module table). Repeated calls with the same
     arguments in one process return the same object (a sweep validates every cell).
     ``tokenizer``: a pretrained model folder whose tokenizer encodes text data sets."""
-    if tokenizer is not None and name not in TEXT_DATASETS:
+    entry = datasets.entry(name)
+    info = entry.info
+    if tokenizer is not None and not info.get("text"):
         tokenizer = None  # only text is tokenized (a user's tensors file brings its own ids)
-    if name not in DATASETS:
-        raise choice_error("data", name, DATASETS)
     subset = check_amount("data.subset", subset)
     test_subset = check_amount("data.test_subset", test_subset)
     if image_size is not None:
-        if name not in IMAGE_DATASETS:
-            raise ConfigError("data.image_size", f"applies to the image data sets ({', '.join(IMAGE_DATASETS)}), "
+        if not info.get("image"):
+            images = tuple(n for n, e in datasets.items() if e.info.get("image"))
+            raise ConfigError("data.image_size", f"applies to the image data sets ({', '.join(images)}), "
                                                  f"not {name}")
         if int(image_size) < 8:
             raise ConfigError("data.image_size", f"must be >= 8 pixels, got {image_size}")
-    if name == "tensors":  # read each time: the user may rewrite the file between runs
-        ds = load_tensors_dataset(path, test_fraction, seed)
+    options = dict(root=root, test_fraction=test_fraction, seed=seed, cache_dir=cache_dir, image_size=image_size,
+                   seq_len=seq_len, vocab_size=vocab_size, tokenizer=tokenizer, path=path)
+    if info.get("fresh"):  # read each time: the user may rewrite the file between runs
         if subset is not None or test_subset is not None:
-            raise ConfigError("data.subset", "does not apply to data.name=tensors (subset the file itself)")
-        return ds
+            construct(entry.obj, config=options, group="data", what=f"data.name={name}")   # its own errors first
+            raise ConfigError("data.subset", f"does not apply to data.name={name} (subset the file itself)")
+        return construct(entry.obj, config=options, group="data", what=f"data.name={name}")
     abs_root = os.path.abspath(os.path.expanduser(root)) if root else root
     stamp = None
     if abs_root and os.path.exists(abs_root):
         st = os.stat(abs_root)
         stamp = (st.st_size, st.st_mtime_ns)
+    sequence = info.get("text") or info.get("sequence")
     key = (name, abs_root, stamp, float(test_fraction), int(seed) if name == "digits" else 0, cache_dir,
-           image_size, subset, test_subset, seq_len if name in (*TEXT_DATASETS, "leaf") else 0,
-           vocab_size if name in (*TEXT_DATASETS, "leaf") else 0, str(tokenizer) if tokenizer is not None else None)
+           image_size, subset, test_subset, seq_len if sequence else 0,
+           vocab_size if sequence else 0, str(tokenizer) if tokenizer is not None else None)
     if key in _MEMO:
         _MEMO.move_to_end(key)
         return _MEMO[key]
-    ds = _subset(_load(name, root, test_fraction, seed, cache_dir, image_size, seq_len, vocab_size, tokenizer), subset,
-                 test_subset)
+    ds = _subset(construct(entry.obj, config=options, group="data", what=f"data.name={name}"), subset, test_subset)
     _MEMO[key] = ds
     while len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)

@@ -12,10 +12,10 @@ from .stacked import StackedModel
 from .user import is_import_path, user_model
 from . import registry
 from .registry import ModelArgs, register_model
-from .zoo import BUILTIN_MODELS, PRECISIONS, QUANTIZED_MODELS, build_model, resolve
+from .zoo import PRECISIONS, build_model, resolve
 
-#: the built-in models (:func:`register_model` adds more: :func:`make_model` builds any registered one)
-MODELS = BUILTIN_MODELS
+#: the model registry (:func:`register_model` adds more: :func:`make_model` builds any registered one)
+MODELS = registry.MODELS
 
 
 def make_model(name: str, input_shape: tuple[int, ...], num_classes: int, width: int | None = None,
@@ -47,6 +47,14 @@ def init_parameters(module: nn.Module, seed: int) -> None:
         for m in module.modules():
             if hasattr(m, "reset_parameters") and m is not module:
                 m.reset_parameters()
+
+
+
+
+def __getattr__(name: str):
+    if name == "QUANTIZED_MODELS":   # every registered model (read when asked)
+        return MODELS.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["MODELS", "PRECISIONS", "QUANTIZED_MODELS", "ModelArgs", "register_model", "make_model", "init_parameters", "StackedModel",

@@ -1,5 +1,5 @@
-"""The built-in models by name: ``@register_model`` adds a builder to :data:`MODELS`, with the
-norms it accepts and whether it is one of the paper's models (EvoNorm / Range EvoNorm by
+"""The built-in models by name: ``@register_model`` adds a builder to the model registry
+(:data:`MODELS`, :data:`decent8.registry.models`), with the norms it accepts and whether it is one of the paper's models (EvoNorm / Range EvoNorm by
 default) or takes named inputs (a dict of tensors)."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from torch import nn
 
+from ..registry import models
 from .norms import NORMS
 
 
@@ -33,19 +34,9 @@ class ModelArgs:
         return self.input_shape[-1]
 
 
-@dataclass(frozen=True)
-class ModelEntry:
-    """A registered model: its builder and what it accepts."""
-
-    name: str
-    build: Callable[[ModelArgs], nn.Module]
-    norms: tuple[str, ...]
-    paper: bool
-    named_inputs: bool
-
-
-#: name -> entry, in registration order (the order of error messages and listings)
-MODELS: dict[str, ModelEntry] = {}
+#: the model registry (:data:`decent8.registry.models`): name -> entry (``entry.obj`` the builder;
+#: ``entry.norms``, ``entry.paper``, ``entry.named_inputs`` its facts), in registration order
+MODELS = models
 
 
 def register_model(name: str, *, norms: tuple[str, ...] = NORMS, paper: bool = False,
@@ -55,11 +46,8 @@ def register_model(name: str, *, norms: tuple[str, ...] = NORMS, paper: bool = F
     it accepts (``("none",)``: none), ``paper`` one of the paper's models (its default norm is
     EvoNorm-S0 for fp32, Range EvoNorm for int8), ``named_inputs`` it takes a dict of tensors."""
     def decorate(fn: Callable[[ModelArgs], nn.Module]) -> Callable[[ModelArgs], nn.Module]:
-        if name in MODELS:
-            raise ValueError(f"model {name!r} is registered twice")
-        MODELS[name] = ModelEntry(name, fn, tuple(norms), paper, named_inputs)
-        return fn
+        return models.register(name, fn, norms=tuple(norms), paper=paper, named_inputs=named_inputs)
     return decorate
 
 
-__all__ = ["MODELS", "ModelArgs", "ModelEntry", "register_model"]
+__all__ = ["MODELS", "ModelArgs", "register_model"]

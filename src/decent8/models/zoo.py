@@ -19,6 +19,8 @@ plain ``torch.nn`` module; ``precision=int8`` applies the 8-bit module transform
 """
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from ..errors import ConfigError, choice_error
@@ -83,16 +85,20 @@ def _resnet18(a: ModelArgs) -> nn.Module:
     return ResNetImageNet((2, 2, 2, 2), a.num_classes, a.channels, a.width or 64, a.norm)
 
 
-#: models added for the paper (the digits ``cnn``/``mlp`` live in :mod:`.small`)
-PAPER_MODELS = tuple(n for n, e in MODELS.items() if e.paper)
-#: every built-in model (``model=pkg.module:factory`` names a user's)
-BUILTIN_MODELS = tuple(MODELS)
-#: models with a norm-activation choice
-NORM_MODELS = tuple(n for n, e in MODELS.items() if e.norms != _NONE)
-#: models with an 8-bit form (any model with Conv2d/Linear layers: the transform applies to all)
-QUANTIZED_MODELS = BUILTIN_MODELS
-#: norms each model accepts
-MODEL_NORMS = {n: e.norms for n, e in MODELS.items()}
+def __getattr__(name: str) -> Any:
+    """Read from the registry when asked (a model registered later is in them): ``PAPER_MODELS``
+    (the paper's), ``BUILTIN_MODELS`` and ``QUANTIZED_MODELS`` (every registered model: the 8-bit
+    transform applies to any with Conv2d/Linear layers), ``NORM_MODELS`` (with a norm choice),
+    ``MODEL_NORMS`` (name -> the norms it accepts)."""
+    if name == "PAPER_MODELS":
+        return tuple(n for n, e in MODELS.items() if e.paper)
+    if name in ("BUILTIN_MODELS", "QUANTIZED_MODELS"):
+        return MODELS.names()
+    if name == "NORM_MODELS":
+        return tuple(n for n, e in MODELS.items() if e.norms != _NONE)
+    if name == "MODEL_NORMS":
+        return {n: e.norms for n, e in MODELS.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_precision(precision: str) -> str:
@@ -132,8 +138,8 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, width
                                    f"({', '.join(sorted(map(str, input_shape)))}); use model=hf for input_ids / "
                                    f"attention_mask, or a model of your own (model=pkg.module:factory)")
     if entry is None:
-        raise choice_error("model", name, BUILTIN_MODELS)
-    module = entry.build(ModelArgs(input_shape, num_classes, width, norm, vocab_size, pretrained_dir, seed))
+        raise choice_error("model", name, MODELS.names())
+    module = entry.obj(ModelArgs(input_shape, num_classes, width, norm, vocab_size, pretrained_dir, seed))
     return to_low_precision(module, spec) if spec is not None else module
 
 

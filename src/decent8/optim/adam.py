@@ -18,9 +18,12 @@ import math
 
 import torch
 
+from ..registry import optimizers
 from ..state_spec import F32, StateSpec
 
 
+@optimizers.register("adamw", order=3, fixed={"decoupled": True})
+@optimizers.register("adam", order=2, fixed={"decoupled": False})
 class LocalAdam:
     #: True when the update needs the model before and after gossip
     tracks_gossip = False

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import torch
 
+from ..registry import optimizers
 from ..state_spec import F32, StateSpec
 
 
+@optimizers.register("local", order=0)
 class LocalMomentum:
     name = "local"
 

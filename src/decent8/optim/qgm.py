@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import torch
 
+from ..registry import optimizers
 from ..state_spec import F32, StateSpec
 
 
+@optimizers.register("qgm", order=1)
 class QuasiGlobalMomentum:
     name = "qgm"
 
