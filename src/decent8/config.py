@@ -166,7 +166,7 @@ class AllReduceConfig(Options):
 class SimConfig(Options):
     """How the simulator executes the k nodes' models (models/stacked.py)."""
     chunk: str = "auto"             # auto (timed at start-up) | N nodes per torch.func.vmap call (1 = a plain loop) | layers:N (N nodes through node-batched layers)
-    compile: str = "auto"           # auto (8-bit runs of >= 2000 steps) | true | false: torch.compile each chunk's forward + backward
+    compile: str = "auto"           # auto (timed: compiled when it repays compiling) | true | false: torch.compile each chunk's forward + backward
 
 
 @dataclass

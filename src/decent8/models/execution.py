@@ -78,7 +78,7 @@ def spec_of(execution: str, chunk: int) -> str:
 
 
 COMPILE_MODES = ("auto", "true", "false")
-#: ``sim.compile=auto`` compiles 8-bit runs of at least this many steps. Compiling the
+#: ``sim.compile=auto`` on ``decent8 launch`` ranks compiles 8-bit runs of at least this many steps. Compiling the
 #: 8-bit ResNet-20 took 210 s cold on a 2-core CPU (3 s from the inductor cache) and made
 #: its step 1.3–1.5x faster; FP32 steps gained ≤ 12 % (docs/results/execution_speed.md "Compiled step").
 AUTO_COMPILE_MIN_STEPS = 2000
@@ -95,7 +95,9 @@ def parse_compile(value: object) -> str:
 def resolve_compile(value: object, precision: str, steps: int) -> tuple[bool, str]:
     """Whether to compile (``StackedModel.compile``) and why: ``true`` / ``false`` as
     asked; ``auto`` compiles 8-bit runs of ≥ AUTO_COMPILE_MIN_STEPS steps, where the
-    fused quantizer repays the compilation; FP32 steps gain too little to pay for it."""
+    fused quantizer repays the compilation; FP32 steps gain too little to pay for it.
+    (The rule of ``decent8 launch`` ranks, which must agree without timing; the simulator
+    times eager against compiled, :mod:`.compile_choice`.)"""
     mode = parse_compile(value)
     if mode != "auto":
         return mode == "true", f"sim.compile={mode}"

@@ -191,6 +191,11 @@ class StackedModel:
         self.compile_failure = ""
         self.strategy = dataclasses.replace(self.strategy, compiled=True)
 
+    def decompile(self) -> None:
+        """Undo :meth:`compile`: chunks run eagerly again."""
+        self._compiled_loss = None
+        self.strategy = dataclasses.replace(self.strategy, compiled=False)
+
     @property
     def compiled(self) -> bool:
         return self._compiled_loss is not None

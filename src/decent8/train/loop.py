@@ -15,6 +15,7 @@ import datetime as _dt
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creata
 from ..models.execution import (ExecutionChoice, choose_chunk, parse_compile, parse_execution, probe,
                                resolve_compile)
 from ..models.stacked import take
+from ..models.compile_choice import choose_compile
+from ..models.strategies import strategy_for
 
 #: a run's curves.png / time.png are redrawn during training at most this often (and always at the end)
 PLOT_EVERY_S = 30.0
@@ -288,7 +291,7 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     c = build(cfg, comm, **given)
     check_same_config(c.cfg, c.comm)
     augment = make_batch_transform(c.dataset, c.cfg.data.augment, c.cfg.seed, c.comm.local_nodes, c.device)
-    execution = resolve_execution(c, augment)
+    execution = resolve_execution(c, augment, quiet)
     if run is None:
         run = create_run(c, execution)
     if started is not None:
@@ -314,24 +317,36 @@ def train(cfg: TrainConfig, resume: str | Path | None = None, comm: Communicator
     return summary, run.path
 
 
-def resolve_execution(c: Components, augment) -> ExecutionChoice:
+def resolve_execution(c: Components, augment, quiet: bool = False) -> ExecutionChoice:
     """How the simulator runs the nodes (``sim.chunk``, ``sim.compile``), measured on the
     built model; ``c.cfg`` becomes the resolved config with the choice in it
     (:func:`~decent8.config.evolve`), so that config.yaml reruns the run as it ran."""
     cfg, comm = c.cfg, c.comm
-    compile_, compile_reason = resolve_compile(cfg.sim.compile, cfg.precision, cfg.epochs * c.sampler.steps_per_epoch)
+    steps = cfg.epochs * c.sampler.steps_per_epoch
+    measured = parse_compile(cfg.sim.compile) == "auto" and comm.single_process  # the simulator: timed
+    compile_, compile_reason = resolve_compile(cfg.sim.compile, cfg.precision, steps)
     chunk = cfg.sim.chunk
-    if compile_ and parse_execution(chunk) is None and comm.single_process:  # the simulator
+    chunk_auto = parse_execution(chunk) is None and comm.single_process
+    if compile_ and chunk_auto and not measured:
         chunk = "1"  # compiled: the loop (compiled vmap chunks measured slower, docs/execution.md)
         compile_reason += "; sim.chunk auto → 1: a compiled loop beats compiled vmap chunks"
-    execution = choose_chunk(c.model, *first_batch(c, augment), chunk)
+    batch = first_batch(c, augment)
+    execution = choose_chunk(c.model, *batch, chunk)
+    if measured:  # eager vs compiled timed on this run's first batch (models/compile_choice.py)
+        loop = strategy_for("vmap", 1) if chunk_auto else None  # compiled, auto's chunk is the loop
+        compile_, compile_reason = choose_compile(c.model, *batch, steps, compiled_strategy=loop)
+        if compile_ and chunk_auto and execution.spec != "1":
+            execution = dataclasses.replace(execution, chunk=1, execution="vmap")
+            compile_reason += "; sim.chunk auto → 1: a compiled loop beats compiled vmap chunks"
+        if not quiet:
+            sys.stderr.write(f"decent8: sim.compile={compile_reason}\n")
     execution.compile, execution.compile_reason = compile_, compile_reason
     strict = parse_compile(cfg.sim.compile) == "true"  # auto falls back to eager if compiling fails
     chosen = {"sim.compile": str(execution.compile).lower()}
     if comm.single_process:  # the simulator (one process per node always runs c = 1)
         chosen["sim.chunk"] = execution.spec
     c.cfg = evolve(cfg, chosen)
-    if execution.compile:  # after the (eager) timing of sim.chunk=auto
+    if execution.compile and not measured:  # after the (eager) timing of sim.chunk=auto
         c.model.compile(strict=strict)
     return execution
 
