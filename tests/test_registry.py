@@ -256,3 +256,23 @@ def test_constructor_keywords_are_checked_against_type_hints():
                         ({"size": 1.5}, "g.size: must be int | None"), ({"colour": 1}, "g.colour: unknown option")]:
         with pytest.raises(ConfigError, match="^" + says.replace("|", r"\|")):
             reg.construct(make, 3, given=given, group="g", what="g=make")
+
+
+def test_a_registry_finds_every_module_of_its_package(tmp_path, monkeypatch):
+    """How a new built-in is one new file: the registry imports each module of its subpackage
+    on first lookup (``discover``), so a file that registers itself needs no other edit."""
+    (tmp_path / "things.py").write_text("from decent8.registry import Registry\n"
+                                        "THINGS = Registry('thing', package='thingpkg', discover=True)\n")
+    (tmp_path / "thingpkg").mkdir()
+    (tmp_path / "thingpkg" / "__init__.py").write_text("")
+    for name in ("first", "second"):
+        (tmp_path / "thingpkg" / f"{name}.py").write_text(f"from things import THINGS\n"
+                                                            f"THINGS.register('{name}', lambda: '{name}')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import things
+        assert "thingpkg.first" not in sys.modules
+        assert things.THINGS.names() == ("first", "second") and things.THINGS.lookup("second")() == "second"
+    finally:
+        for m in ("things", "thingpkg", "thingpkg.first", "thingpkg.second"):
+            sys.modules.pop(m, None)
