@@ -25,40 +25,67 @@ from decent8.experiments.regenerate import use_reference_kernels  # noqa: E402  
 
 PINNED = use_reference_kernels()
 
+import copy  # noqa: E402
+
 import torch  # noqa: E402
 
+from decent8.config import load_config  # noqa: E402
+from decent8.data.dataset import take  # noqa: E402
 from decent8.experiments.regenerate.kernels import cpu_vendor  # noqa: E402
 from decent8.models.strategies import strategy_for  # noqa: E402
+from decent8.train.build import build  # noqa: E402
+from decent8.train.engine import Engine  # noqa: E402
 
 SMOKE = os.environ.get("DECENT8_BENCH_SMOKE") == "1"
+#: the models of tests/train/test_equivalence.py (the user models: tests/equivalence_models.py, by import path)
+MODELS = {"cnn": "cnn", "mlp": "mlp", "bn_dropout": "tests.equivalence_models:make_bn",
+          "norms_residual": "tests.equivalence_models:make_residual",
+          "plain_dropout": "tests.equivalence_models:make_plain_drop"}
+CHOCO_TOPK = ["algorithm=choco", "compression=topk", "compression.ratio=0.9"]
+
+
+def run(model: str, nodes: int, strategy: tuple[str, int], steps: int, stream_seed: int | None = None,
+        lr: float = 0.05) -> torch.Tensor:
+    """The parameters ``[k, d]`` after ``steps`` 8-bit steps of ``decent8 train``'s run, as the tests run it."""
+    c = build(load_config(None, [f"nodes={nodes}", "progress=false", "data.batch_size=8", "optimizer.warmup_epochs=0",
+                                 f"model={MODELS[model]}", "precision=int8", *CHOCO_TOPK]))
+    sm = copy.copy(c.model)
+    sm.init_buffers(nodes)
+    if stream_seed is not None:
+        sm.seed = stream_seed
+    sm.use(strategy_for(*strategy))
+    engine = Engine(sm, c.algorithm, c.optimizer, c.comm, c.x0)
+    spe = c.sampler.steps_per_epoch
+    for s in range(steps):
+        idx = c.sampler.epoch_indices(s // spe)[:, s % spe]
+        engine.train_step(take(c.dataset.x_train, idx), c.dataset.y_train[idx], lr)
+    return engine.z.clone()
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm()).item()
 
 
 def main() -> None:
-    import tests.quant.test_node_batched_ranges as Q
-    import tests.train.test_equivalence as E
-    from tests.helpers import rel
-
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", "the model has BatchNorm running statistics")
     steps = 2 if SMOKE else 20
-    models = ["mlp"] if SMOKE else list(E.MODELS)
+    models = ["mlp"] if SMOKE else list(MODELS)
     print(f"CPU vendor {cpu_vendor()}, AVX2 kernels pinned: {PINNED}, {steps} steps, one thread\n")
     print("| test | model | strategy vs the loop | the loop with another stream seed | ratio | s |")
     print("|---|---|---:|---:|---:|---:|")
-    for model in models:
+    for model in models:          # test_equivalence: 4 nodes, vmap over all of them
         t = time.perf_counter()
-        ov = E.MODELS[model] + ["precision=int8"] + E.ALGORITHMS["choco_topk"]
-        ref = E._run(ov, strategy_for("vmap", 1), steps=steps)
-        other = rel(E._run(ov, strategy_for("vmap", 1), steps=steps, stream_seed=123), ref)
-        got = rel(E._run(ov, strategy_for("vmap", E.NODES), steps=steps), ref)
-        print(f"| test_equivalence (vmap {E.NODES}) | {model} | {got:.2e} | {other:.2e} | {got / other:.2f} | "
+        ref = run(model, 4, ("vmap", 1), steps)
+        other = rel(run(model, 4, ("vmap", 1), steps, stream_seed=123), ref)
+        got = rel(run(model, 4, ("vmap", 4), steps), ref)
+        print(f"| test_equivalence (vmap 4) | {model} | {got:.2e} | {other:.2e} | {got / other:.2f} | "
               f"{time.perf_counter() - t:.0f} |")
-    for model in models if SMOKE else ["mlp", "cnn"]:
+    for model in models if SMOKE else ["mlp", "cnn"]:   # test_node_batched_ranges: 8 nodes, node-batched layers
         t = time.perf_counter()
-        ref = Q._run(model, ("vmap", 1), steps)
-        got = rel(Q._run(model, ("layers", Q.NODES), steps), ref)
-        print(f"| test_node_batched_ranges (layers:{Q.NODES}) | {model} | {got:.2e} | — | — | "
-              f"{time.perf_counter() - t:.0f} |")
+        ref = run(model, 8, ("vmap", 1), steps)
+        got = rel(run(model, 8, ("layers", 8), steps), ref)
+        print(f"| test_node_batched_ranges (layers:8) | {model} | {got:.2e} | — | — | {time.perf_counter() - t:.0f} |")
 
 
 if __name__ == "__main__":
