@@ -1,6 +1,7 @@
 #!/bin/bash
 # The one-call script of a GPU lease (the device tool; docs/results/execution_speed.md "Measured on a GPU"):
-# CUDA checks first, a throughput table, then the issue-34 CIFAR-10 cells that are not finished,
+# first FP32 vs 8-bit eager vs 8-bit compiled steps (benchmarks/lowprec_step.py, docs/results/lowprec_overhead.md),
+# then CUDA checks, a throughput table, then the issue-34 CIFAR-10 cells that are not finished,
 # JOBS at a time, until DEADLINE seconds; finished cells come back in $OUT/cells.tgz.
 #
 # Prepare the carried folder .gpu/ (git-ignored) on the development machine:
@@ -20,6 +21,14 @@ grep -E "cpus" $OUT/logs/env.txt
 CPUS=$(python3 -c "import os;print(len(os.sched_getaffinity(0)))")
 JOBS=${JOBS:-$(( CPUS/2 < 6 ? CPUS/2 : 6 ))}; [ $JOBS -lt 1 ] && JOBS=1
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
+echo "[$(el)s] 8-bit vs FP32 steps on the GPU, before anything else: eager (the fused quantizer and the eager passes)"
+PYTHONPATH=src:$SITE timeout 120 python3 benchmarks/lowprec_step.py --device cuda --cases resnet20:8:16 cnn:64 \
+  --no-compile --rounds 10 > $OUT/logs/lowprec_eager.txt 2>&1
+grep -v "^  " $OUT/logs/lowprec_eager.txt
+echo "[$(el)s] ... and compiled (sim.compile=true: Triton; the first step compiles)"
+PYTHONPATH=src:$SITE timeout 240 python3 benchmarks/lowprec_step.py --device cuda --cases resnet20:8:16 \
+  --rounds 10 --no-ops > $OUT/logs/lowprec_compiled.txt 2>&1
+cat $OUT/logs/lowprec_compiled.txt
 ( PYTHONPATH=.gpu/src:$SITE python3 -c "
 from decent8.data.cifar10 import load_cifar10; d=load_cifar10('.gpu/cifar10.tar.gz', image_size=16); print('decoded')" ) > $OUT/logs/decode.txt 2>&1 &
 DEC=$!

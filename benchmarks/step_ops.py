@@ -8,7 +8,11 @@ top-k, directed ring, local Nesterov momentum; the engine of ``benchmarks/stacki
 of ResNet-20 for k nodes, FP32 and 8-bit, one node per call (``sim.chunk=1``) and all k in
 one vmap call (``sim.chunk=k``). Prints the count and the most frequent operators.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/step_ops.py [--nodes 8] [--model resnet20]
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/step_ops.py [--nodes 8] [--model resnet20] [--fused on]
+
+``--fused on`` counts with the fused quantizer (:mod:`decent8.quant.fused`) on the CPU, as
+``auto`` runs it on a GPU: one generated kernel per quantized tensor (its call is one
+operator here, the compiled region).
 """
 from __future__ import annotations
 
@@ -53,7 +57,10 @@ def main() -> None:
     p.add_argument("--model", default="resnet20", choices=list(stacking.MODELS))
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--top", type=int, default=8)
+    p.add_argument("--fused", default="auto", choices=["auto", "on", "off"], help="the fused 8-bit quantizer's mode")
     a = p.parse_args()
+    from decent8.quant import fused
+    fused.set_fused(a.fused)
     if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # tiny: a check that it runs
         a.model, a.nodes = "mlp", 2
     torch.set_num_threads(1)
@@ -62,11 +69,14 @@ def main() -> None:
         for chunk in (1, a.nodes):
             ops = count_ops(a.model, a.nodes, precision, chunk)
             rows.append((precision, chunk, sum(ops.values()), leaf_count(ops), ops))
-    print(f"{a.model}, {a.nodes} nodes: aten operators per Choco step (all / launching work)")
+    print(f"{a.model}, {a.nodes} nodes: aten operators per Choco step (all / launching work), fused quantizer {a.fused}")
     print("| precision | sim.chunk | all | launching |")
     print("|--- | ---: | ---: | ---:|")
     for precision, chunk, total, leaves, _ in rows:
         print(f"| {precision} | {chunk} | {total} | {leaves} |")
+    for chunk in (1, a.nodes):
+        fp, q = (next(r for r in rows if r[0] == prec and r[1] == chunk) for prec in ("fp32", "int8"))
+        print(f"int8/fp32 at sim.chunk={chunk}: {q[2] / fp[2]:.2f}x all, {q[3] / fp[3]:.2f}x launching")
     for precision, chunk, _, _, ops in rows:
         common = ", ".join(f"{op[6:]} {n}" for op, n in ops.most_common(a.top))
         print(f"{precision}, chunk {chunk}: {common}")
