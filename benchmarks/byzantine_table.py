@@ -3,9 +3,9 @@
     python benchmarks/byzantine_table.py docs/results/byzantine docs/results/byzantine_figures
 
 Reads the sweep's plan (sweep.json) and each cell's summary.json. A cell of the plan whose
-folder exists without a summary stopped with an error: the study's only such error is
-"training diverged" (checked in its metrics.jsonl), drawn at chance (10 %) and written
-"div.". Honest accuracy: ``honest_mean_node_accuracy`` (the cells with no Byzantine node and
+folder exists without a summary stopped with an error (run this when no cell is running):
+the study's only such error is "training diverged" (the sweep's FAILED lines,
+docs/results/byzantine_failures.txt), drawn at chance (10 %) and written "div.". Honest accuracy: ``honest_mean_node_accuracy`` (the cells with no Byzantine node and
 the mean rule run plain gossip, whose nodes are all honest: ``mean_node_accuracy``).
 Prints markdown tables (mean ± sample std over seeds, n) and writes one figure per graph and
 skew: honest accuracy against the fraction of Byzantine nodes, a panel per attack, a line
@@ -14,7 +14,6 @@ per defence.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -43,12 +42,8 @@ def load(folder: Path) -> dict[tuple, list]:
             cd = s.get("honest_consensus_distance")
             cd = s.get("consensus_distance") if cd is None else cd
             out[key].append((lab["seed"], acc, cd))
-        elif (run / "metrics.jsonl").exists():
-            rows = [json.loads(r) for r in (run / "metrics.jsonl").read_text().splitlines() if r.strip()]
-            losses = [r.get("train_loss") for r in rows if r.get("train_loss") is not None]
-            diverged = any(not math.isfinite(v) for v in losses) or not losses
-            if diverged:
-                out[key].append((lab["seed"], None, None))
+        elif run.exists():             # started, no summary: the sweep's "FAILED: training diverged"
+            out[key].append((lab["seed"], None, None))
     return out
 
 
@@ -83,7 +78,7 @@ def tables(data: dict) -> str:
 
 @styled
 def figure(data: dict, graph: str, skew: str, path: Path) -> None:
-    fig = new_figure(10.5, 3.6)
+    fig = new_figure(10.5, 4.0)
     axes = fig.subplots(1, len(ATTACKS), sharey=True)
     for ax, attack in zip(axes, ATTACKS):
         for i, d in enumerate(DEFENCES):
@@ -105,22 +100,65 @@ def figure(data: dict, graph: str, skew: str, path: Path) -> None:
             ax.errorbar(xs, ys, yerr=errs, label=d, capsize=2, **st)
             for x, y in div_x:
                 ax.plot([x], [y], marker="x", color="black", markersize=9, linestyle="none")
-        ax.set_xlabel("Byzantine nodes (% of 16)")
-        ax.set_xticks([100 * int(c) / NODES for c in COUNTS])
+        ax.set_xlabel("Byzantine nodes of 16")
+        ax.set_xticks([100 * int(c) / NODES for c in COUNTS],
+                      [f"{c}\n{100 * int(c) / NODES:g} %" for c in COUNTS])
         ax.set_ylim(0, 100)
         ax.axhline(100 * CHANCE, color="grey", linewidth=0.8, linestyle=":")
         set_axes_title(ax, attack)
     axes[0].set_ylabel("honest mean node accuracy (%)")
-    axes[-1].legend(loc="lower left", fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(DEFENCES), fontsize=8)
     set_title(fig, f"digits, 16 nodes, {graph}, skew {skew}: honest accuracy vs attackers "
                    f"(x: a run diverged, drawn at chance; bars: std over seeds)")
     save(fig, path)
+
+
+def wall_times(folder: Path) -> str:
+    """Mean wall time of a whole run (120 steps and one evaluation) per graph and defence, over
+    every finished cell: a rough view on a shared machine (other processes ran beside it)."""
+    plan = json.loads((folder / "sweep.json").read_text())
+    times: dict[tuple, list] = defaultdict(list)
+    for cell in plan["cells"]:
+        f = folder / cell["name"] / "summary.json"
+        if f.exists():
+            times[(cell["labels"]["graph"], cell["labels"]["defence"])].append(json.loads(f.read_text())["wall_time_s"])
+    lines = ["| graph | " + " | ".join(DEFENCES) + " |", "|---|" + "---:|" * len(DEFENCES)]
+    for graph in sorted({g for g, _ in times}):
+        row = [f"{sum(v) / len(v):.1f} s (n={len(v)})" if (v := times.get((graph, d))) else "—" for d in DEFENCES]
+        lines.append(f"| {graph} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def true_b() -> str:
+    """Per graph, count and seed: the Byzantine nodes (picked by the run seed) and the most
+    Byzantine in-neighbours an honest node has, against the b = 1 every defence assumes."""
+    from decent8.byzantine.setup import pick_nodes
+    from decent8.config import load_config
+    from decent8.train.build import build
+    graphs = {"ring": ["topology=ring"], "torus": ["topology=torus", "topology.rows=4", "topology.cols=4"]}
+    lines = ["| graph | Byzantine | seed 0 | seed 1 | seed 2 |", "|---|---|---|---|---|"]
+    for graph, ov in graphs.items():
+        c = build(load_config(None, ["data.name=digits", "model=mlp", f"nodes={NODES}", "algorithm=dpsgd",
+                                     "compression=identity", "progress=false", "checkpoint=false",
+                                     "tensorboard=false", *ov]))
+        w = c.topology.weights_np(0)
+        for count in COUNTS[1:]:
+            cells = []
+            for seed in range(3):
+                ids = pick_nodes(int(count), NODES, seed)
+                b = max(sum(1 for j in ids if w[i, j] > 0) for i in range(NODES) if i not in ids)
+                cells.append(f"{ids}: b = {b}")
+            lines.append(f"| {graph} | {count} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     folder, figs = Path(sys.argv[1]), Path(sys.argv[2])
     data = load(folder)
     print(tables(data))
+    print("\nwall time per run (s)\n" + wall_times(folder))
+    print("\nByzantine nodes and the true b\n" + true_b())
     figs.mkdir(parents=True, exist_ok=True)
     for graph, skew in sorted({(k[0], k[1]) for k in data}):
         figure(data, graph, skew, figs / f"honest_accuracy_{graph}_skew{skew.replace('.', 'p')}.png")
