@@ -19,6 +19,8 @@ from decent8.train.build import build
 from tests.helpers import run_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
+#: each case compiles kernels with the system compiler (~5-30 s each cold, minutes on a loaded machine)
+compiles = pytest.mark.slow
 
 
 @pytest.fixture
@@ -42,6 +44,7 @@ def _both(fn):
     return out
 
 
+@compiles
 @pytest.mark.parametrize("stochastic", [False, True])
 @pytest.mark.parametrize("shape,node_dim", [((5, 3, 7, 7), None), ((4, 33), 0), ((6, 4, 9), 1), ((7,), None)])
 def test_fused_quantizer_is_the_eager_passes_bit_for_bit(shape, node_dim, stochastic):
@@ -53,6 +56,7 @@ def test_fused_quantizer_is_the_eager_passes_bit_for_bit(shape, node_dim, stocha
     assert torch.allclose(q, q.round(), atol=1e-3) and q.min() >= -1e-3 and q.max() <= 255 + 1e-3
 
 
+@compiles
 def test_fused_quantizer_draws_the_node_streams():
     x = torch.randn(4, 50, generator=torch.Generator().manual_seed(2))
     keys = streams.node_keys(0, range(4), 3)
@@ -67,6 +71,7 @@ def test_fused_quantizer_draws_the_node_streams():
     assert torch.equal(again, eager)  # the streams, not the global generator
 
 
+@compiles
 def test_fused_quantizer_runs_one_kernel_pass(fused_on):
     from torch.profiler import ProfilerActivity, profile
     x = torch.randn(8, 16, 5, 5)
@@ -89,13 +94,14 @@ def _steps(model: str, spec: tuple[str, int], steps: int = 1) -> torch.Tensor:
     return run_steps(c, sm, steps)
 
 
+@compiles
 @pytest.mark.parametrize("spec", [("vmap", 1), ("vmap", 4), ("layers", 4)])
 def test_8bit_training_steps_with_the_fused_quantizer_are_bitwise_the_eager_ones(spec):
     eager, one_kernel = _both(lambda: _steps("mlp", spec, 2))
     assert torch.equal(eager, one_kernel)
 
 
-@pytest.mark.slow  # the digits CNN: conv activations, max-pool, per-node ranges on 4-D tensors
+@compiles  # the digits CNN: conv activations, max-pool, per-node ranges on 4-D tensors
 def test_8bit_cnn_steps_with_the_fused_quantizer_are_bitwise_the_eager_ones():
     for spec in (("vmap", 1), ("vmap", 4)):
         eager, one_kernel = _both(lambda: _steps("cnn", spec, 2))

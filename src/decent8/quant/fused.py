@@ -107,7 +107,7 @@ def wanted(x: torch.Tensor) -> bool:
     probe = getattr(torch.compiler, "is_compiling", None)
     if probe is not None and probe():
         return False
-    return not torch._C._are_functorch_transforms_active()
+    return not torch._C._functorch.is_functorch_wrapped_tensor(x)  # (a vmap rule's physical tensor is plain)
 
 
 def _as_abc(x: torch.Tensor, node_dim: int | None) -> tuple[int, int, int]:
