@@ -72,7 +72,7 @@ def test_dither_operator_draws_what_the_eager_quantizer_draws():
     assert b.min() >= -2 ** 15 and b.max() < 2 ** 15
 
 
-def test_auto_compiles_long_8bit_runs_only():
+def test_auto_on_launch_ranks_compiles_long_8bit_runs_only():  # (the simulator measures: test_compile_choice.py)
     n = AUTO_COMPILE_MIN_STEPS
     assert resolve_compile("auto", "int8", n)[0] is True
     assert resolve_compile("auto", "int8", n - 1)[0] is False
@@ -139,7 +139,7 @@ def test_the_run_records_what_it_compiled(tmp_path):
                "--quiet"])
     assert rc == 0
     execution = json.loads((tmp_path / "a" / "execution.json").read_text())
-    assert execution["compile"] is False and "fewer than the" in execution["compile_reason"]
+    assert execution["compile"] is False and "too short to repay compiling" in execution["compile_reason"]
     # compiled with sim.chunk=auto: the loop (compiled vmap chunks measured slower, docs/execution.md)
     rc = main(["train", "model=mlp", "precision=int8", "epochs=1", "sim.compile=true", f"out_dir={tmp_path}",
                "name=c", "--quiet"])

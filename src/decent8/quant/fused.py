@@ -102,12 +102,23 @@ def wanted(x: torch.Tensor) -> bool:
     mode = _MODE[0]
     if mode == "off" or _BROKEN or (mode == "auto" and x.device.type != "cuda"):
         return False
-    if not x.is_contiguous() or x.numel() == 0:
+    if x.numel() == 0:
         return False
     probe = getattr(torch.compiler, "is_compiling", None)
     if probe is not None and probe():
         return False
     return not torch._C._functorch.is_functorch_wrapped_tensor(x)  # (a vmap rule's physical tensor is plain)
+
+
+def memory_order(x: torch.Tensor) -> tuple[torch.Tensor, list[int]] | None:
+    """``x`` permuted to its memory order, a contiguous view, and the permutation (None
+    when ``x`` is not dense: a slice with gaps). A vmap rule's tensor has the node dim
+    moved to the front of a tensor whose memory puts it elsewhere."""
+    if x.is_contiguous():
+        return x, list(range(x.dim()))
+    perm = sorted(range(x.dim()), key=lambda d: (-x.stride(d), -x.shape[d]))
+    xp = x.permute(perm)
+    return (xp, perm) if xp.is_contiguous() else None
 
 
 def _as_abc(x: torch.Tensor, node_dim: int | None) -> tuple[int, int, int]:

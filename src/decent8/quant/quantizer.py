@@ -265,17 +265,22 @@ def fake_quantize(
             mn = mn.to(x.dtype)
         if mx.dtype != x.dtype:
             mx = mx.to(x.dtype)
-        if fused.wanted(x):  # one kernel, the same arithmetic (.fused)
+        ordered = fused.memory_order(x) if fused.wanted(x) else None
+        if ordered is not None:  # one kernel, the same arithmetic (.fused), on x in its memory order
+            xp, perm = ordered
+            inverse = sorted(range(len(perm)), key=perm.__getitem__)
             h = None
             if stochastic:
                 if streams.active():
-                    h = streams.draw(x, streams.DITHER, -1 if node_dim is None else node_dim)
-                else:
-                    h = _SCRATCH.get("dither", x.numel(), x.dtype, x.device).view(x.shape).copy_(dither_like(x, True))
-            out = fused.fake_quantize_fused(x, mn, mx, levels, MIN_SCALE, h, _DITHER_LEVELS, node_dim)
+                    h = streams.draw(x, streams.DITHER, -1 if node_dim is None else node_dim).permute(perm)
+                else:  # the codes in memory order, as the eager passes draw them
+                    h = _SCRATCH.get("dither", x.numel(), x.dtype, x.device).view(xp.shape).copy_(dither_like(xp, True))
+            out = fused.fake_quantize_fused(xp, mn, mx, levels, MIN_SCALE, h, _DITHER_LEVELS,
+                                            None if node_dim is None else perm.index(node_dim % x.dim()))
             if out is not None:
-                return out
+                return out.permute(inverse)
             if h is not None:  # the same draws in the eager passes
+                h = h.permute(inverse)
                 scale = torch.sub(mx, mn).div_(constant(float(levels), mx)).clamp_min_(constant(MIN_SCALE, mx))
                 shift = torch.add(mn, scale, alpha=-0.5 / _DITHER_LEVELS)
                 y = torch.sub(x, shift).div_(scale).add_(h, alpha=1.0 / _DITHER_LEVELS)
