@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
+
 #: an accuracy axis (in %) spans at least this many points, so 0.1 points look small
 MIN_ACCURACY_SPAN = 2.0
 
@@ -61,8 +63,9 @@ def bytes_axis(ax: Any, which: str = "x") -> None:
     """A logarithmic byte axis labelled in units (``1 KB``, ``10 MB``): decades labelled, the
     ticks in between unlabelled (the default formatter's minor labels overlap), except the 2
     and 5 of a range of 1.2–2.5 decades; 1, 2 and 5 of each decade for a range of 0.5–1.2
-    decades (10 KB, 20 KB, 50 KB); three or four round values for less (200 KB, 300 KB,
-    400 KB), where the default falls back to a dense linear locator. Call after the data is drawn."""
+    decades holding at least three of them (10 KB, 20 KB, 50 KB); otherwise, under 1.2 decades,
+    round values in the unit (200 KB, 300 KB, 400 KB) a sixth of the axis apart at least, where
+    the default falls back to a dense linear locator. Call after the data is drawn."""
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     axis = ax.xaxis if which == "x" else ax.yaxis
@@ -70,9 +73,11 @@ def bytes_axis(ax: Any, which: str = "x") -> None:
     ax.autoscale_view()
     lo, hi = (ax.get_xlim() if which == "x" else ax.get_ylim())
     fmt = FuncFormatter(lambda v, _pos: human_bytes(v, 3))
-    if lo > 0 and 0.5 <= math.log10(hi / lo) < 1.2:   # about a decade: 1-2-5 steps, evenly spread on a log axis
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) if lo > 0 else range(0)
+    one_two_five = [m * 10.0 ** e for e in decades for m in (1.0, 2.0, 5.0) if lo <= m * 10.0 ** e <= hi]
+    if lo > 0 and 0.5 <= math.log10(hi / lo) < 1.2 and len(one_two_five) >= 3:   # about a decade: 1-2-5 steps
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
-    elif lo > 0 and math.log10(hi / lo) < 0.5:
+    elif lo > 0 and math.log10(hi / lo) < 1.2:   # less: round values in the unit (fewer 1-2-5 values in view)
         scale, _ = unit_of(hi)
         axis.set_major_locator(_Scaled(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]), scale))
     else:
@@ -104,7 +109,15 @@ class _Scaled:
                 return self.tick_values(lo, hi)
 
             def tick_values(self, vmin: float, vmax: float) -> Any:
-                return [v * scale for v in inner.tick_values(vmin / scale, vmax / scale) if v > 0]
+                ticks = [v * scale for v in inner.tick_values(vmin / scale, vmax / scale) if v > 0]
+                # round values are evenly spaced, but a log axis crowds the larger ones: keep a tick
+                # only a sixth of the axis (in log units) past the last one kept
+                gap = math.log10(vmax / vmin) / 6 if vmin > 0 and vmax > vmin else 0.0
+                kept: list[float] = []
+                for v in ticks:
+                    if not kept or math.log10(v / kept[-1]) >= gap:
+                        kept.append(v)
+                return np.asarray(kept)
 
         return Scaled()
 
