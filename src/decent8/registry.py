@@ -70,8 +70,8 @@ class Registry:
         """Register ``obj`` as ``name`` with the facts ``info``: ``@reg.register("name", **info)``
         on a class or function, ``@reg.register`` (its ``name`` attribute or ``__name__``),
         or ``reg.register("name", obj)``. Returns ``obj`` (a decorator returns it unchanged).
-        A built-in name cannot be taken by a user's component; a user's name may be
-        registered again (the newer object wins)."""
+        A name is registered once (a second object under it: one line; :meth:`unregister`
+        frees a user's name), and a built-in's name cannot be taken."""
         if callable(name) and obj is None and not isinstance(name, str):
             return self._add(None, name, aliases, info)
         if obj is not None:
@@ -88,8 +88,10 @@ class Registry:
         self._check(obj, name)
         builtin = str(getattr(obj, "__module__", "")).startswith("decent8.")
         old = self._entries.get(name) or self._entries.get(self._aliases.get(name, ""))
-        if old is not None and old.builtin and not builtin:
-            raise ConfigError(self.option, f"{name!r} is a built-in {self.kind}; register yours under another name")
+        if old is not None:
+            if old.builtin and not builtin:
+                raise ConfigError(self.option, f"{name!r} is a built-in {self.kind}; register yours under another name")
+            raise ConfigError(self.option, f"{self.kind} {name!r} is registered twice")
         self._entries[name] = Entry(name, obj, dict(info), builtin)
         for a in aliases:
             self._aliases[a] = name
@@ -186,6 +188,9 @@ class Registry:
 
     def items(self) -> list[tuple[str, Entry]]:
         return [(n, self._entries[n]) for n in self.names()]
+
+    def __delitem__(self, name: str) -> None:
+        self.unregister(name)
 
     def unregister(self, name: str) -> None:
         """Remove a user's registration (tests); built-ins stay."""
