@@ -21,6 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .errors import ConfigError, choice_error, did_you_mean, first_line
+from .plugins import is_import_path
+from .registry import REGISTRIES, keyword_options, takes_any_keyword
 
 #: the algorithm a config that names none runs (decent8.algorithms.registry re-exports it)
 DEFAULT_ALGORITHM = "choco"
@@ -600,9 +602,6 @@ def check_component_options(cfg: TrainConfig) -> None:
     (``compression.params``) must be keyword arguments of its constructor: one line naming
     the option otherwise. A user's component named by import path is checked when it is
     built (its module is not imported to read a config)."""
-    from .plugins import is_import_path
-    from .registry import REGISTRIES, keyword_options, takes_any_keyword
-
     for group in ("compression", "topology"):
         node = getattr(cfg, group)
         if not node.params or is_import_path(node.name) or not isinstance(node.name, str):

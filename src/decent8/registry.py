@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from .errors import ConfigError, choice_error, did_you_mean
+from .plugins import is_import_path, load_factory
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,6 @@ class Registry:
         found = self.registered(name)
         if found is not None:
             return found
-        from .plugins import is_import_path, load_factory
-
         if self.path_hint is None or not is_import_path(name):
             hint = (self.path_hint,) if self.path_hint else ()
             raise choice_error(self.option, name, self.names() + tuple(self._aliases) + hint)

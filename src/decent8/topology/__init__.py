@@ -6,6 +6,7 @@ Start with :func:`make_topology`.
 """
 from __future__ import annotations
 
+from decent8.registry import topologies
 from decent8.topology.graphs import (
     base_graph,
     hypercube,
@@ -38,7 +39,6 @@ from decent8.topology.topology import RANDOM_TOPOLOGIES, WEIGHTS, RandomTopology
 def __getattr__(name: str):
     """``TOPOLOGIES``: the registered names, read when asked (a topology registered later is in it)."""
     if name == "TOPOLOGIES":
-        from decent8.registry import topologies
         return topologies.names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
