@@ -177,6 +177,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {'wall' if a.wall or a.device.startswith('cuda') else 'process CPU'} time, "
           f"median of {a.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}", flush=True)
     for case in a.cases:
+        torch._dynamo.reset()  # dynamo compiles one code object at most 8 times per process
         run_case(case, a)
 
 
