@@ -27,6 +27,8 @@ from .execution import _cache_entry, _restore, _sync, decision_key, step_clock
 
 #: a run whose eager steps take less than this in all is not compiled (not measured)
 MIN_EAGER_RUN_S = 60.0
+#: how such a run's reason ends (nothing was measured: the run does not print it)
+TOO_SHORT = "too short to repay compiling"
 #: compiled and eager steps are each timed over at least this many calls (and ~MIN_TIMING_S)
 TIMED_STEPS = 2
 MIN_TIMING_S = 0.5
@@ -102,7 +104,7 @@ def choose_compile(model, params: torch.Tensor, x, y: torch.Tensor, steps: int, 
         eager_s = clock() - t0
         if eager_s * steps < MIN_EAGER_RUN_S:
             return False, (f"auto: eager ({steps} steps of ≤ {eager_s * 1e3:.1f} ms take ≤ {eager_s * steps:.0f} s: "
-                           f"too short to repay compiling)")
+                           f"{TOO_SHORT})")
         eager_s = _time_steps(lambda: model.loss_and_grad(params, x, y), clock, params)
         model.compile(strict=False)
         if compiled_strategy is not None:
@@ -150,4 +152,4 @@ def _store(key: str, t: CompileTiming) -> None:
         pass
 
 
-__all__ = ["CompileTiming", "compile_pays", "choose_compile", "MIN_EAGER_RUN_S"]
+__all__ = ["CompileTiming", "compile_pays", "choose_compile", "MIN_EAGER_RUN_S", "TOO_SHORT"]

@@ -45,7 +45,7 @@ from .run_dir import CHECKPOINT, CONFIG, RunDir, atomic_write_text, check_creata
 from ..models.execution import (ExecutionChoice, choose_chunk, parse_compile, parse_execution, probe,
                                resolve_compile)
 from ..models.stacked import take
-from ..models.compile_choice import choose_compile
+from ..models.compile_choice import TOO_SHORT, choose_compile
 from ..models.strategies import strategy_for
 
 #: a run's curves.png / time.png are redrawn during training at most this often (and always at the end)
@@ -338,7 +338,7 @@ def resolve_execution(c: Components, augment, quiet: bool = False) -> ExecutionC
         if compile_ and chunk_auto and execution.spec != "1":
             execution = dataclasses.replace(execution, chunk=1, execution="vmap")
             compile_reason += "; sim.chunk auto → 1: a compiled loop beats compiled vmap chunks"
-        if not quiet:
+        if not quiet and not compile_reason.endswith(f"{TOO_SHORT})"):   # a short run: nothing measured, nothing said
             sys.stderr.write(f"decent8: sim.compile={compile_reason}\n")
     execution.compile, execution.compile_reason = compile_, compile_reason
     strict = parse_compile(cfg.sim.compile) == "true"  # auto falls back to eager if compiling fails
