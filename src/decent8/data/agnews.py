@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, first_line
-from .cache import cached
+from .cache import cached, tokenizer_fingerprint
 from .dataset import ArrayDataset
 from .image_folder import layout_error, require_root, scan
 
@@ -174,7 +174,6 @@ def load_agnews(root: str | None, cache_dir: str | None = None, seq_len: int = 6
         a = cached("agnews", path, {"seq_len": seq_len, "vocab_size": vocab_size}, cache_dir,
                    lambda: _decode(path, seq_len, vocab_size))
     else:
-        from ..models.pretrained import fingerprint
-        a = cached("agnews-tok", path, {"seq_len": seq_len, "tokenizer": fingerprint(tokenizer)}, cache_dir,
+        a = cached("agnews-tok", path, {"seq_len": seq_len, "tokenizer": tokenizer_fingerprint(tokenizer)}, cache_dir,
                    lambda: _decode(path, seq_len, vocab_size, tokenizer))
     return arrays_to_dataset(a, "agnews")

@@ -26,6 +26,16 @@ from ..atomic import atomic_path
 LOADER_VERSION = 1
 
 
+def tokenizer_fingerprint(model_dir: Path) -> str:
+    """Identity of a model folder's tokenizer files (names, sizes, modification times)."""
+    h = hashlib.sha256(str(model_dir).encode())
+    for f in sorted(model_dir.iterdir()):
+        if f.is_file() and f.suffix in (".json", ".txt", ".model"):
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "decent8"

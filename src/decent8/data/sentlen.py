@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import ConfigError
 from .agnews import EXPECTED as AGNEWS_EXPECTED
 from .agnews import _find, arrays_to_dataset, csv_rows, encode_words
-from .cache import cached
+from .cache import cached, tokenizer_fingerprint
 from .dataset import ArrayDataset
 from .image_folder import layout_error, require_root, scan
 
@@ -182,8 +182,7 @@ def load_sentlen(root: str | None, cache_dir: str | None = None, seq_len: int = 
     path = require_root(root, NAME, EXPECTED)
     options: dict[str, object] = {"seq_len": seq_len, "vocab_size": vocab_size, "test_fraction": test_fraction}
     if tokenizer is not None:
-        from ..models.pretrained import fingerprint
-        options = {"seq_len": seq_len, "tokenizer": fingerprint(tokenizer), "test_fraction": test_fraction}
+        options = {"seq_len": seq_len, "tokenizer": tokenizer_fingerprint(tokenizer), "test_fraction": test_fraction}
     a = cached("sentlen", path, options, cache_dir,
                lambda: _decode(path, seq_len, vocab_size, tokenizer, test_fraction))
     return arrays_to_dataset(a, "sentlen")

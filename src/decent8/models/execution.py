@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from ..atomic import atomic_write_text
+from ..data.cache import default_cache_dir
 from ..errors import ConfigError, first_line
 from . import node_batched
 from .stacked import Inputs, StackedModel, take
@@ -267,7 +269,6 @@ def decision_key(model: StackedModel, params: torch.Tensor, x: Inputs) -> str:
 
 
 def _cache_file() -> "os.PathLike[str]":
-    from ..data.cache import default_cache_dir
     return default_cache_dir() / "execution.json"
 
 
@@ -298,7 +299,6 @@ def cached_timings(key: str) -> dict[str, float]:
 def remember_decision(key: str, spec: str, timings: dict[str, float] | None = None) -> None:
     """Add ``key → spec`` (a ``sim.chunk`` value) and the measured seconds per step to the
     cache file (atomic replace; an unwritable cache is skipped)."""
-    from ..atomic import atomic_write_text
     path = _cache_file()
     try:
         with open(path, encoding="utf-8") as f:

@@ -22,6 +22,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ..data.cache import default_cache_dir, tokenizer_fingerprint as fingerprint  # noqa: F401  (re-exported)
 from ..errors import ConfigError
 
 OPTION = "model.pretrained"
@@ -57,7 +58,6 @@ def _from_distribution(name: str, cache_dir: str | os.PathLike | None) -> Path |
 
 
 def _extract(zpath: Path, label: str, cache_dir: str | os.PathLike | None) -> Path | None:
-    from ..data.cache import default_cache_dir
 
     base = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()) / "models"
     st = zpath.stat()
@@ -120,16 +120,6 @@ def check_no_custom_code(model_dir: Path) -> Path:
                                       f"never runs code from a model folder: use a built-in transformers "
                                       f"architecture (e.g. BERT, MiniLM)")
     return model_dir
-
-
-def fingerprint(model_dir: Path) -> str:
-    """Identity of a model folder's tokenizer files (names, sizes, modification times)."""
-    h = hashlib.sha256(str(model_dir).encode())
-    for f in sorted(model_dir.iterdir()):
-        if f.is_file() and f.suffix in (".json", ".txt", ".model"):
-            st = f.stat()
-            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
 
 
 __all__ = ["resolve_pretrained", "check_no_custom_code", "fingerprint", "OPTION"]
