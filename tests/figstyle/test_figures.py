@@ -123,7 +123,7 @@ def test_cost_and_dropout_figures(tmp_path, drawn):
     import json
 
     from decent8.cost.report import cost_report, plot_report
-    from decent8.timing.tta import dropout_report
+    from decent8.experiments.tta import dropout_report
 
     plot_report(cost_report(model="cnn"), tmp_path / "cost.png")
     runs = []

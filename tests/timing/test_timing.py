@@ -230,7 +230,7 @@ def test_crossover_bandwidth_of_two_affine_step_times():
     """T(β) = a + b·x, x = 1/β in s/B. Uncompressed: a 1 ms, b 1e6 B; compressed needs twice
     the steps with a 1 ms, b 1e4 B: 2(1e-3 + 1e4 x) < 1e-3 + 1e6 x ⇔ x > 1e-3/980000 ⇔
     β < 9.8e8 B/s = 7840 Mbit/s."""
-    from decent8.timing.tta import crossover
+    from decent8.experiments.tta import crossover
     base, comp = {"a": 1e-3, "b": 1e6}, {"a": 1e-3, "b": 1e4}
     assert crossover(comp, base, 200, 100) == "below 7,840"
     assert crossover(comp, base, 100, 100) == "always"

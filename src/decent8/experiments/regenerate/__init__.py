@@ -11,7 +11,7 @@ exactly what :func:`render` prints for the runs of :data:`RESULTS`. So
                                                         # print only; keep/reuse each run's summary in DIR
 
 keeps the documents honest. :data:`RESULTS` are tables of run summaries (cells × seeds);
-:data:`PRICED` are sweeps priced on a network model by ``decent8.timing.tta`` (the
+:data:`PRICED` are sweeps priced on a network model by ``decent8.experiments.tta`` (the
 time-to-accuracy page), one marker per table. Cheap subsets are rerun by the tests: the README's main-job
 row (tests/experiments/test_regenerate.py), seed 0 of three cells of the Marsit table
 (tests/algorithms/test_marsit_accuracy.py). Result tables of docs/results/ that are not listed here

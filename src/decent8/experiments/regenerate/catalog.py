@@ -154,7 +154,7 @@ RESULTS: dict[str, Result] = {
 @dataclass
 class Priced:
     """Time-to-accuracy tables: sweeps of training runs (``decent8 sweep``), priced on a network
-    model by :mod:`decent8.timing.tta` (docs/algorithms.md §12). The text between the markers
+    model by :mod:`decent8.experiments.tta` (docs/algorithms.md §12). The text between the markers
     ``<!-- results:MARKER -->`` of each of ``tables`` is the markdown of one ``tta`` call; its
     figures go beside the document (``<doc stem>/<table>-*.png``)."""
 

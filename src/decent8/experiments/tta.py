@@ -1,9 +1,9 @@
-"""Time-to-accuracy across bandwidths from finished runs (``python3 -m decent8.timing.tta``).
+"""Time-to-accuracy across bandwidths from finished runs (``python3 -m decent8.experiments.tta``).
 
 Training does not depend on the network, so one run per algorithm is enough: for each
 run folder this rebuilds the run from its ``config.yaml``, performs one training step
 observed by its :class:`~decent8.timing.clock.TrafficRecorder` to get the step's wire
-log, and prices that log with :class:`~decent8.timing.clock.SimClock` on uniform
+log (:func:`decent8.train.wire_log.step_log`), and prices that log with :class:`~decent8.timing.clock.SimClock` on uniform
 networks of the given bandwidths (same latency). Every step of a run without faults,
 jitter or Marsit-K resets has the same log, so the simulated time of metrics row r is
 ``r.step × T_step(β)`` (checked against the ``sim_time_s`` the run itself recorded).
@@ -17,7 +17,7 @@ with s the steps each needs (u: uncompressed, c: compressed): below β* the comp
 run is faster. Writes a Markdown table and PNG plots (accuracy vs simulated time per
 bandwidth, and vs bytes).
 
-    python3 -m decent8.timing.tta RUN_DIR... --bandwidths 10000,1000,100 --latency 5e-5 \
+    python3 -m decent8.experiments.tta RUN_DIR... --bandwidths 10000,1000,100 --latency 5e-5 \
         --target 0.95 --baseline psgd --out docs/results/time_to_accuracy/allreduce
 """
 from __future__ import annotations
@@ -30,31 +30,18 @@ from pathlib import Path
 
 import yaml
 
-from ..config import from_dict
-from .clock import SimClock
-from .faults import FaultModel
-from .network import NetworkModel
+from ..algorithms.registry import registered_class
+from ..config import from_dict, to_dict
 from ..figstyle import new_figure, save, series_style, styled
-from .plots import plot_runs
-
-
-def step_log(cfg):
-    """(components, the wire log of one training step, the log of one consensus round)."""
-    from ..train.build import build
-    from ..train.engine import Engine
-    c = build(cfg)
-    engine = Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0)
-    idx = c.sampler.epoch_indices(0)
-    batch = idx[:, 0]
-    engine.train_step(c.dataset.x_train[batch].to(c.device), c.dataset.y_train[batch].to(c.device), 0.01)
-    log = c.timer.recorder.pop_log()
-    engine.consensus = c.cfg.algorithm.consensus  # the run's kind of final round (compressed or exact)
-    engine.consensus_round()
-    return c, log, c.timer.recorder.pop_log()
+from ..timing import make_timer
+from ..timing.clock import SimClock
+from ..timing.faults import FaultModel
+from ..timing.network import NetworkModel
+from ..timing.plots import plot_runs
+from ..train.wire_log import step_log
 
 
 def label_of(summary: dict) -> str:
-    from ..algorithms.registry import registered_class
     alg, comp = summary["algorithm"], summary["compression"]
     prec = "" if summary.get("precision", "fp32") == "fp32" else f" {summary['precision']}"
     cls = registered_class(alg)   # a stored summary's import path is not imported
@@ -139,8 +126,6 @@ SCENARIOS = [
 def scenarios(run: Path, steps: int = 500) -> list[tuple[str, float]]:
     """Mean simulated seconds per training step of ``run`` under each of :data:`SCENARIOS`
     (over ``steps`` steps, so the seeded random draws average out)."""
-    from ..config import to_dict
-    from . import make_timer
     base = to_dict(from_dict(yaml.safe_load((run / "config.yaml").read_text())))
     c, log, _ = step_log(from_dict(base))
     out = []
@@ -194,7 +179,7 @@ def dropout_report(runs: list[Path], out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python3 -m decent8.timing.tta", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python3 -m decent8.experiments.tta", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="run folders (or sweep folders holding them)")
     p.add_argument("--bandwidths", default="10000,1000,100", help="Mbit/s, comma-separated")
     p.add_argument("--latency", type=float, default=5e-5, help="α of every link in seconds")
