@@ -19,3 +19,11 @@ def _fmt(v: Any) -> str:
             return f"{v:.3e}"
         return f"{v:.4f}"
     return str(v)
+
+def human_bytes(n: float) -> str:
+    """``n`` bytes in B, KB, MB, GB or TB (powers of 1000), one decimal."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n:.0f} B"
+        n /= 1000.0
+    return f"{n:.1f} TB"

@@ -127,7 +127,7 @@ def test_sweep_refuses_to_delete_a_folder_it_did_not_write(tmp_path, monkeypatch
         assert "did not write" in lines[0]
     assert (thesis / "a.tex").read_text() == "x"
     # a cell folder decent8 left (config + partition, no checkpoint) is still cleared and rerun
-    from decent8.cli.sweep_cmd import _clear, check_clearable
+    from decent8.experiments.sweep import _clear, check_clearable
 
     own = tmp_path / "own"
     own.mkdir()

@@ -124,7 +124,7 @@ def test_compare_refuses_a_folder_that_is_not_a_run(three_seeds, tmp_path):
 
 
 def test_sweep_table_aggregates_seeds():
-    from decent8.cli.sweep_cmd import results_table
+    from decent8.experiments.sweep import results_table
 
     class Cell:
         def __init__(self, labels):

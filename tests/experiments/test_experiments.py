@@ -310,7 +310,7 @@ def test_report_without_sweep_json_infers_the_layout(tmp_path, capsys):
 def test_parts_of_a_grid_run_later_add_to_one_plan(tmp_path):
     """``seed=0`` over the grid, then ``seed=1 comp=99``: sweep.json keeps every cell and
     both commands, and the results cover the cells the first command ran."""
-    from decent8.cli.sweep_cmd import planned_results, write_plan
+    from decent8.experiments.sweep import planned_results, write_plan
 
     preset = tmp_path / "tiny.yaml"
     preset.write_text(TINY.replace("  skew: [0.0, 0.9]\n", "  skew: [0.0, 0.9]\n  seed: [0, 1, 2]\n"))

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from decent8.cli.main import main
-from decent8.cli.sweep_cmd import expand
+from decent8.experiments.sweep import expand
 
 FAST = ["epochs=1", "model.width=4", "progress=false", "algorithm.consensus_rounds=1", "device=cpu"]
 

@@ -189,7 +189,7 @@ def test_generated_run_folder_names_are_portable():
 
 
 def test_the_sweep_table_names_its_statistic():
-    from decent8.cli.sweep_cmd import SPREAD_NOTE, results_table
+    from decent8.experiments.sweep import SPREAD_NOTE, results_table
 
     class Cell:
         def __init__(self, labels):

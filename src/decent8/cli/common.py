@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..text_table import format_table
+from ..text_table import format_table, human_bytes
 
 EXIT_USAGE = 2
 
@@ -22,11 +22,3 @@ class OneLineParser(argparse.ArgumentParser):
 def fail(message: str) -> int:
     sys.stderr.write(f"decent8: error: {message}\n")
     return EXIT_USAGE
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n:.0f} B"
-        n /= 1000.0
-    return f"{n:.1f} TB"

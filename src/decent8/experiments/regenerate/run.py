@@ -10,22 +10,26 @@ from pathlib import Path
 from typing import Any
 
 from ...config import load_config
-from ...errors import TrainingError
+from ...errors import ConfigError, TrainingError
 from ...train.loop import train
+from ..sweep import run_sweep
+from ..tta import main as tta
 from .catalog import PINNED, Priced, Result
 
 
 def price(priced: Priced, sweeps_dir: str, figures: Path) -> dict[str, str]:
     """Run ``priced``'s sweeps into ``sweeps_dir`` (finished cells are skipped) and price them:
     table → its markdown; PNGs and the tables' .md files are written under ``figures``."""
-    from ...cli.main import main as cli
-    from ...timing.tta import main as tta
     for name, cells, overrides in priced.sweeps:
-        argv = ["sweep", *[a for c in cells for a in ("--cell", c)], *PINNED, *overrides,
-                f"out_dir={sweeps_dir}", "--name", name, "--quiet"]
+        args = [*PINNED, *overrides, f"out_dir={sweeps_dir}"]
         with contextlib.redirect_stdout(io.StringIO()):
-            if cli(argv) != 0:
-                raise SystemExit(f"{priced.name}: sweep {name} failed (decent8 {' '.join(argv)})")
+            try:
+                failed = run_sweep(args, cells, name=name, quiet=True) != 0
+            except ConfigError as e:
+                raise SystemExit(f"{priced.name}: sweep {name}: {e}") from None
+        if failed:
+            command = " ".join(["decent8 sweep", *[f"--cell {c!r}" for c in cells], *args, "--name", name])
+            raise SystemExit(f"{priced.name}: sweep {name} failed ({command})")
     out: dict[str, str] = {}
     for table, args in priced.tables:
         prefix = figures / table
