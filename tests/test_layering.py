@@ -38,9 +38,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("decent8.byzantine", "decent8.models", "decent8.optim"),   # attacks and robust rules; models and how they run; optimizers
     ("decent8.compression", "decent8.data", "decent8.quant", "decent8.task", "decent8.topology"),
     # wire payloads; data sets and partitions; 8-bit quantization; losses; graphs and W
-    ("decent8.figstyle", "decent8.layout"),                    # the figures' house style; the flat parameter layout
-    ("decent8.atomic", "decent8.config", "decent8.plugins", "decent8.own_files", "decent8.signals",
-     "decent8.user_code"),            # atomic writes; options; the import gate of user code; files decent8 wrote; signals
+    ("decent8.config", "decent8.figstyle", "decent8.layout"),  # options; the figures' house style; the flat parameter layout
+    ("decent8.registry",),             # the one registry type of every component kind
+    ("decent8.atomic", "decent8.own_files", "decent8.plugins", "decent8.signals", "decent8.user_code"),
+    # atomic writes; files decent8 wrote; the import gate of user code; signals
     ("decent8.errors", "decent8.node_axis", "decent8.seeding", "decent8.state_spec", "decent8.streams",
      "decent8.text_table", "decent8.version"),                 # no import of decent8
 )
