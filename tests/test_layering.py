@@ -46,9 +46,36 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "decent8.text_table", "decent8.version"),                 # no import of decent8
 )
 
-#: the imports inside functions, (module, imported module) → why it is not at the top of the module
+_STARTUP = "start-up: the command's --help and option errors answer before this import (no torch)"
+_STARTUP_OMEGACONF = "start-up: `decent8 --help` / `decent8 launch --help` import neither omegaconf nor torch"
+
+#: the imports inside functions, (module, imported module) → why it is not at the top of the module.
+#: Each one but those of :data:`ORDER_ONLY` defers a library (torch, omegaconf, …) that the module
+#: itself does not import (checked by ``test_each_function_level_import_defers_a_library``).
 LAZY: dict[tuple[str, str], str] = {
+    ("decent8", "decent8.api"): "start-up: `import decent8` (and so every decent8 command) does not import torch; "
+                                "decent8.train(...) imports the API when it is called",
+    ("decent8.algorithms", "decent8.algorithms.factory"): "start-up: the package is torch-free (the command line "
+                                                           "reads algorithm names before torch); its classes import on use",
+    ("decent8.cli", "decent8.signals"): "order: the current folder leaves sys.path before anything is looked up "
+                                        "there (a file in it must not shadow a library)",
+    ("decent8.cli.main", "decent8.config"): _STARTUP_OMEGACONF,
+    ("decent8.cli.launch_cmd", "decent8.config"): _STARTUP_OMEGACONF,
+    ("decent8.cli.launch_cmd", "decent8.cli.train_cmd"): _STARTUP_OMEGACONF,
+    ("decent8.cli.launch_cmd", "decent8.comm.placement"): _STARTUP,
+    ("decent8.cli.launch_cmd", "decent8.train.build"): _STARTUP,
+    ("decent8.cli.launch_cmd", "decent8.train.loop"): _STARTUP,
+    ("decent8.cli.launch_cmd", "decent8.train.run_dir"): _STARTUP,
+    ("decent8.cli.train_cmd", "decent8.train.loop"): _STARTUP,
+    ("decent8.cli.train_cmd", "decent8.train.run_dir"): _STARTUP,
+    ("decent8.train.eval_nodes", "decent8.seeding"): "start-up: `decent8 train` checks decent8.eval_nodes before "
+                                                     "torch (train.validate); the seed is derived at evaluation",
 }
+#: function-level imports kept for the order of imports, not for a library
+ORDER_ONLY = {("decent8.cli", "decent8.signals")}
+
+#: third-party libraries whose import a function-level import may defer
+LIBRARIES = ("torch", "numpy", "omegaconf", "yaml", "matplotlib", "sklearn", "transformers", "tensorboardX", "PIL")
 
 
 def module_name(path: Path) -> str:
@@ -237,6 +264,46 @@ def test_imports_inside_functions_are_the_listed_ones():
                             "or list them with the reason):\n" + "\n".join(unlisted))
     assert stale == [], "LAZY lists imports the code no longer has:\n" + "\n".join(stale)
     assert all(reason.strip() for reason in LAZY.values())
+
+
+def _libraries_at_import() -> dict[str, set[str]]:
+    """module → the libraries of :data:`LIBRARIES` that importing it imports (its module-level
+    imports, transitively, each module after its parent packages)."""
+    third: dict[str, set[str]] = {}
+    for m, p in MODULES.items():
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        skip = _type_checking_only(tree) | _in_functions(tree)
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) and id(n) not in skip for a in n.names]
+        names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) not in skip
+                  and not n.level and n.module]
+        third[m] = {x.split(".")[0] for x in names} & set(LIBRARIES)
+    out: dict[str, set[str]] = {}
+    for m in MODULES:
+        seen: set[str] = set()
+        stack = [m]
+        while stack:
+            parts = stack.pop().split(".")
+            for c in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+                if c in MODULES and c not in seen:
+                    seen.add(c)
+                    stack += [t for t, _, lazy in GRAPH[c] if not lazy]
+        out[m] = set().union(*(third[c] for c in seen))
+    return out
+
+
+def test_each_function_level_import_defers_a_library():
+    libs = _libraries_at_import()
+    useless = [f"{m} -> {t}: {sorted(libs[t])} are imported by {m} anyway" for m, t in LAZY
+               if (m, t) not in ORDER_ONLY and m in libs and t in libs and not libs[t] - libs[m]]
+    assert useless == [], "function-level imports that defer nothing (move them to the top):\n" + "\n".join(useless)
+
+
+def test_the_command_line_stays_torch_free():
+    libs = _libraries_at_import()
+    light = ["decent8", "decent8.cli.main", "decent8.cli.train_cmd", "decent8.cli.launch_cmd", "decent8.config",
+             "decent8.algorithms", "decent8.train.validate"]
+    assert {m: sorted(libs[m] & {"torch", "matplotlib", "sklearn"}) for m in light} == {m: [] for m in light}
+    assert not libs["decent8.cli.main"] & {"omegaconf", "yaml"}
 
 
 @pytest.mark.parametrize("graph, expected", [

@@ -28,6 +28,14 @@ from .models import init_parameters
 from .models.user import call_factory, is_import_path
 from .seeding import derive_seed
 from .task import Task
+from .data.tensors import from_arrays
+from .quant.transform import to_low_precision
+from .train.build import quant_spec
+from .train.loop import train as run_training
+from .config import from_dict
+from .train.run_dir import RunDir
+from .train.resume_trust import code_options
+from .data.registry import dataset_from_config
 
 DataLike = Any  # (x, y), (x_train, y_train, x_test, y_test), a torch Dataset, or an ArrayDataset
 
@@ -71,7 +79,6 @@ def make_dataset(data: DataLike, test_fraction: float = 0.2, seed: int = 0) -> A
         data = _from_torch_dataset(data)
     if not isinstance(data, (tuple, list)) or len(data) not in (2, 4):
         raise ConfigError("data", "give (x, y), (x_train, y_train, x_test, y_test), a torch Dataset or an ArrayDataset")
-    from .data.tensors import from_arrays
 
     names = ("x", "y") if len(data) == 2 else ("x_train", "y_train", "x_test", "y_test")
     # one code path with `data.name=tensors`: the same checks, split and label handling
@@ -92,8 +99,6 @@ def _module(model: Any, ds: ArrayDataset, cfg: TrainConfig) -> nn.Module | None:
     else:
         raise ConfigError("model", f"must be an nn.Module, a factory, a model name or an import path, got {type(model).__name__}")
     if cfg.precision == "int8":
-        from .quant.transform import to_low_precision
-        from .train.build import quant_spec
         spec = quant_spec(cfg)
         assert spec is not None
         module = to_low_precision(module, spec)
@@ -166,7 +171,6 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
     if ``model`` / ``loss`` / ``algorithm`` / ``compression`` / ``topology`` name it again
     (model and loss may be given as objects) or ``trust_config``.
     """
-    from .train.loop import train as run_training
 
     code_named = {f"{k}.name": options.pop(k) for k in CODE_GROUPS if isinstance(options.get(k), str)} \
         if resume is not None else {}
@@ -175,11 +179,8 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
             raise ConfigError("resume", "takes no config or options: the run folder's config.yaml is used as saved "
                                         "(except naming its code again: algorithm=, compression=, topology=)")
         given: dict[str, Any] = {}
-        from .config import from_dict
-        from .train.run_dir import RunDir
         import yaml
         cfg = from_dict(yaml.safe_load(RunDir.existing(resume).file("config.yaml").read_text()))
-        from .train.resume_trust import code_options
         saved = code_options(cfg)
     else:
         opts = dict(options)
@@ -208,7 +209,6 @@ def train(model: nn.Module | Callable[..., nn.Module] | str | None = None, data:
         given["parts"] = parts
     if model is not None and not isinstance(model, str):
         if "dataset" not in given:
-            from .data.registry import dataset_from_config
             given["dataset"] = dataset_from_config(cfg.data, cfg.seed)
         given["module"] = _module(model, given["dataset"], cfg)
     outputs: dict[str, Any] = {}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import torch
+from .errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,6 @@ class ParamLayout:
 
         lazy = [name for name, p in module.named_parameters() if is_lazy(p)]
         if lazy:
-            from .errors import ConfigError
             raise ConfigError("model", f"the model has lazy parameters without a shape yet ({', '.join(lazy[:3])}; "
                                        f"e.g. nn.LazyLinear): give their sizes (nn.Linear(in_features, out)) or call "
                                        f"the model once on a sample batch in the factory")

@@ -35,6 +35,7 @@ from ..comm.base import Communicator
 from ..compression.base import Compressor
 from ..errors import ConfigError
 from ..state_spec import NONE, StateSpec
+from ..compression.identity import IdentityCompressor
 
 
 @dataclass
@@ -387,7 +388,6 @@ class GossipAlgorithm(Algorithm):
         alike, z_i ← Σ_j W_ij z_j, ω_i ← Σ_j W_ij ω_j, and the model is z / ω. On a
         connected graph with doubly stochastic W, ‖x − x̄‖ shrinks at least by |λ₂(W)|
         per round; column-stochastic W preserves Σ_i z_i (SPEC §3, consensus-only rounds)."""
-        from ..compression.identity import IdentityCompressor
         dense = IdentityCompressor(self.compressor.layout)
         z.copy_(self.comm.exchange(dense.encode(z), dense, step))
         if self.omega is not None:

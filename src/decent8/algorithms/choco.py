@@ -50,6 +50,7 @@ from ..state_spec import F32, StateSpec
 from . import compensated
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from ..byzantine.copies import PublicCopies
 
 
 @algorithms.register("choco", order=2)
@@ -114,7 +115,6 @@ class ChocoSGD(GossipAlgorithm):
 
     def _public_copies(self):
         if self._copies is None:
-            from ..byzantine.copies import PublicCopies
             self._copies = PublicCopies(self.robust, self.compressor, getattr(self.robust.attack, "seed", 0))
         return self._copies
 

@@ -22,6 +22,8 @@ from ..seeding import derive_seed
 from .aggregators import AGGREGATORS, Aggregator
 from .attacks import ATTACKS, Attack
 from .messages import NeighbourMessages
+from .. import user_code
+from ..plugins import load_factory
 
 
 def pick_nodes(spec: object, n: int, seed: int) -> list[int]:
@@ -72,8 +74,6 @@ def _user_component(option: str, name: str, method: str, signature: str, *args, 
     """A user's attack or rule: ``factory`` (registered under ``name``) or ``name`` through the
     import gate, called with ``args``; its ``method`` is guarded like other user code (one line
     on failure)."""
-    from .. import user_code
-    from ..plugins import load_factory
     obj = user_code.call(option, name, factory if factory is not None else load_factory(name, option), *args)
     if not callable(getattr(obj, method, None)):
         called = f"{name}({', '.join(('b', 'tau')[:len(args)])})"

@@ -25,6 +25,14 @@ from ..cost.report import (cost_report, plot_report, rows_csv, table3, table3_ma
 from ..compression.wire import check_wire, resolve_wire
 from ..errors import ConfigError
 from .common import format_table
+from ..plugins import read_as_data
+from ..train.resume_trust import code_options
+from ..data.registry import load_dataset
+from ..cost.counts import default_dataset
+from ..topology import make_topology
+from ..cost.memory import run_memory
+from ..figstyle import vector_path
+from ..own_files import refuse_foreign
 
 FORMATS = ("table", "json", "csv", "markdown")
 DEFAULTS = {"model": "resnet20", "batch": 32, "algorithm": DEFAULT_ALGORITHM, "optimizer": "local", "topology": "directed_ring",
@@ -94,7 +102,6 @@ def is_run_config(path: str | Path) -> bool:
 def load_run_config(path: str) -> TrainConfig:
     """The TrainConfig of a run folder (its config.yaml) or of a YAML file. A run folder is
     read as data (:func:`decent8.plugins.read_as_data`): nothing inside it is ever imported."""
-    from ..plugins import read_as_data
 
     p = Path(path)
     if p.is_dir():
@@ -113,7 +120,6 @@ def load_run_config(path: str) -> TrainConfig:
 def refuse_named_code(cfg: TrainConfig, ns: argparse.Namespace) -> None:
     """A run's config is data: code it names (``pkg.module:attr``) is not imported; one line
     asking for the flag that names it on this command line instead."""
-    from ..train.resume_trust import code_options
 
     for option, value in code_options(cfg).items():
         flag = _CODE_FLAGS.get(option)
@@ -129,7 +135,6 @@ def train_size(cfg: TrainConfig) -> int:
     if name in TRAIN_SIZES:
         n = TRAIN_SIZES[name]
     elif name == "digits":
-        from ..data.registry import load_dataset
 
         n = len(load_dataset("digits", test_fraction=cfg.data.test_fraction, seed=cfg.seed).y_train)
     else:
@@ -191,8 +196,6 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
 def _communication_opts(s: dict[str, Any]) -> dict[str, Any] | None:
     if s["nodes"] is None:
         return None
-    from ..cost.counts import default_dataset
-    from ..topology import make_topology
 
     _positive("--nodes", s["nodes"])
     if s["nodes"] < 2:
@@ -219,7 +222,6 @@ def simulation_memory(parameters: int, s: dict[str, Any]) -> dict[str, Any]:
     """The nodes' state of a simulated run of ``--nodes`` in one process, from the declarations
     of the algorithm, optimizer and compressor (:func:`decent8.cost.memory.run_memory`; what the
     pre-flight check of ``decent8 train`` compares with the memory available)."""
-    from ..cost.memory import run_memory
 
     m = run_memory(parameters, s["nodes"], s["algorithm"] or DEFAULTS["algorithm"],
                    s["optimizer"] or DEFAULTS["optimizer"], s["compression"] or DEFAULTS["compression"])
@@ -262,8 +264,6 @@ def run(ns: argparse.Namespace) -> int:
         print("\n".join(out), end="")
         return 0
     if ns.plot:   # the PNG and its PDF: never over a file of the user's (one line, nothing written)
-        from ..figstyle import vector_path
-        from ..own_files import refuse_foreign
 
         refuse_foreign([ns.plot, vector_path(ns.plot)], "--plot")
     s = _settings(ns)

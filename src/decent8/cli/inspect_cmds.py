@@ -10,6 +10,15 @@ from ..data.partition import class_counts, make_partition
 from ..data.registry import dataset_from_config
 from ..topology import topology_from_config
 from .train_cmd import split_args
+from ..algorithms import names_of
+from ..compression import COMPRESSORS
+from ..data.partition import PARTITIONS
+from ..data.registry import DATASETS
+from ..experiments.presets import list_presets
+from ..models import MODELS
+from ..topology import TOPOLOGIES
+from ..figstyle import vector_path
+from ..own_files import refuse_foreign
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -29,13 +38,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def catalogue() -> dict[str, list[str]]:
     """Option -> the names it accepts (what `decent8 list` prints)."""
-    from ..algorithms import names_of
-    from ..compression import COMPRESSORS
-    from ..data.partition import PARTITIONS
-    from ..data.registry import DATASETS
-    from ..experiments.presets import list_presets
-    from ..models import MODELS
-    from ..topology import TOPOLOGIES
 
     return {
         "algorithm (gossip)": list(names_of("gossip")),
@@ -70,8 +72,6 @@ def run_topology(ns: argparse.Namespace) -> int:
 
 def run_partition(ns: argparse.Namespace) -> int:
     if ns.plot:   # the PNG and its PDF: never over a file of the user's (one line, nothing written)
-        from ..figstyle import vector_path
-        from ..own_files import refuse_foreign
 
         refuse_foreign([ns.plot, vector_path(ns.plot)], "--plot")
     path, overrides = split_args(ns.args)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Iterator, Sequence
 
 from ..errors import ConfigError
+from .common import OneLineParser
 
 #: Seconds the other nodes get to stop on their own after one failed.
 DEFAULT_GRACE_S = 10.0
@@ -284,7 +285,6 @@ def describe_exit(code: int) -> str:
 
 # ------------------------------------------------------------------ arguments
 def _train_namespace(train_args: list[str]) -> argparse.Namespace:
-    from .common import OneLineParser
     from .train_cmd import add_parser
 
     sub = OneLineParser(prog="decent8").add_subparsers(dest="command", parser_class=OneLineParser)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..experiments.report import METRICS, build_report, compare_runs, is_run_folder
+from ..plugins import read_as_data
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +44,6 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _run(ns: argparse.Namespace) -> int:
-    from ..plugins import read_as_data
 
     runs = [f for f in ns.folders if is_run_folder(f)]
     for f in runs:   # data: nothing a run folder names, or holds, is imported

@@ -9,6 +9,11 @@ from typing import Any
 from ..config import load_config, to_yaml
 from ..errors import ConfigError, Interrupted, Terminated
 from .common import format_table, human_bytes
+from ..train.user_metrics import user_keys
+from ..train.resume_trust import restated_code
+from ..train.resume_trust import check_resume_code
+from ..train.validate import check_plain
+from ..algorithms import algorithm_class
 
 # the training code (torch, matplotlib) is imported in run(), after the plain options are
 # checked: `decent8 train --help` and `decent8 train nodes=0` answer without it
@@ -88,7 +93,6 @@ _COMMON_ROWS = (
 
 def _user_rows(summary: dict[str, Any]) -> list[tuple[str, tuple[str, ...], Any]]:
     """The user's metrics (``metrics=``, train/user_metrics.py): node mean / averaged model."""
-    from ..train.user_metrics import user_keys
     names = [k[len("averaged_model_"):] for k in user_keys(summary) if k.startswith("averaged_model_")]
     return [(f"{name} (node mean / averaged)", (f"mean_node_{name}", f"averaged_model_{name}"),
              lambda a, b: f"{a:.4g} / {b:.4g}") for name in names]
@@ -145,7 +149,6 @@ def resume_arguments(ns: argparse.Namespace) -> dict[str, Any]:
     path_arg, overrides = split_args(ns.args)
     if path_arg is not None:
         raise ConfigError("resume", f"takes no config file ({path_arg!r}): the run folder's config.yaml is used as saved")
-    from ..train.resume_trust import restated_code
     return {"named_code": restated_code(overrides, ns.resume), "trust_config": ns.trust_config}
 
 
@@ -153,7 +156,6 @@ def _refuse_code_early(run_dir: str, trust: dict[str, Any]) -> None:
     """The resume's code check (:mod:`decent8.train.resume_trust`) before torch is imported:
     a refused resume answers at once. A config that does not load here is left to the full
     resume, which names what is wrong with it."""
-    from ..train.resume_trust import check_resume_code
 
     try:
         cfg = load_config(str(Path(run_dir) / "config.yaml"))
@@ -163,13 +165,11 @@ def _refuse_code_early(run_dir: str, trust: dict[str, Any]) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from ..train.validate import check_plain
     if ns.args and not ns.resume and not ns.print_config:  # the plain options first, before torch is imported
         check_plain(load_config(*split_args(ns.args)))
     trust = resume_arguments(ns)
     if ns.resume:
         _refuse_code_early(ns.resume, trust)
-    from ..algorithms import algorithm_class
     from ..train.loop import check, train
     if getattr(ns, "check", False):
         if ns.resume:

@@ -55,6 +55,8 @@ from .base import Communicator
 from .distributed import DistributedCommunicator, PeerError, init_process_group, rank_device, torchrun_env
 from .placement import blocks as split_blocks
 from .placement import crossing_edges, describe_nodes
+from ..byzantine.messages import neighbour_table
+from ..byzantine.messages import gather
 
 #: at least this many columns (k + m): mixing with a CSR matrix, like the simulator's SPARSE_MIN_NODES
 SPARSE_MIN_COLUMNS = 17
@@ -209,7 +211,6 @@ class BlockCommunicator(DistributedCommunicator):
         local = np.asarray(self.local_nodes)
         out_deg = off[:, local].sum(axis=0)
         cross_deg = (off[:, local] & (own[:, None] != me)).sum(axis=0)
-        from ..byzantine.messages import neighbour_table
         table = neighbour_table(self.local_nodes, np.asarray(e_dst, dtype=np.int64), np.asarray(e_src, dtype=np.int64),
                                 np.asarray(e_w, dtype=np.float64), np.asarray([w[i, i] for i in self.local_nodes]),
                                 np.asarray(e_row, dtype=np.int64), self.device)
@@ -304,7 +305,6 @@ class BlockCommunicator(DistributedCommunicator):
                            decoded: torch.Tensor | None):
         """The local nodes' in-neighbour messages: the exchange's wire, then the rows read by
         the phase's neighbour table (the simulator's slots restricted to the block)."""
-        from ..byzantine.messages import gather
         plan, own, rows = self._received_rows(payload, compressor, step, decoded, torch.float32)
         return gather(plan.neighbours, self.local_nodes, own, rows)
 

@@ -24,6 +24,7 @@ import warnings
 
 import numpy as np
 import torch
+from ..byzantine.messages import neighbour_table
 
 #: above this many nodes, mixing uses a sparse CSR matrix instead of a dense one
 SPARSE_MIN_NODES = 17
@@ -97,7 +98,6 @@ class MixingPlan:
         """The in-neighbour slots of all n nodes (:class:`~decent8.byzantine.messages.NeighbourTable`),
         from the same W as :meth:`slots` (self weight W_ii, W_ij per in-edge)."""
         if self._neighbours is None:
-            from ..byzantine.messages import neighbour_table
             slots = self.slots()
             diag = slots[0][2].cpu().numpy() + 1.0
             edges = slots[1:]

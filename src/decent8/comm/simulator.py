@@ -17,6 +17,7 @@ from ..compression.payload import Payload
 from ..topology import Topology
 from .base import Communicator, SparseIncrement
 from .mixing_plan import SPARSE_MIN_NODES, MixingPlan  # noqa: F401  (SPARSE_MIN_NODES re-exported)
+from ..byzantine.messages import gather
 
 #: plans kept (per phase); per-round random topologies make every step a new phase
 PLAN_CACHE = 64
@@ -80,7 +81,6 @@ class SimulatorCommunicator(Communicator):
                            decoded: torch.Tensor | None):
         """Every node's in-neighbour messages, gathered from the decoded ``[n, d]`` payloads
         by the plan's slot table (:meth:`MixingPlan.neighbours`)."""
-        from ..byzantine.messages import gather
         plan = self.plan(step)
         self._count(plan, payload.nbytes_per_node())
         if decoded is None:

@@ -45,6 +45,8 @@ from ..models.norms import BatchNormReLU, EvoNormS0, GroupNormReLU, RangeBatchNo
 from ..models.norms import ReLU as NormReLU
 from ..models.blocks import GlobalAvgPool
 from ..quant.layers import ActQuant, Add, QAdd, QConv2d, QLinear
+from ..models import MODELS, make_model
+from ..models.zoo import QUANTIZED_MODELS, build_model, resolve
 
 #: Layer kinds, in the order of the paper's tables.
 KINDS = ("input", "conv", "linear", "act_quant", "weight_quant", "range_bn", "range_evonorm", "evonorm", "bn",
@@ -339,8 +341,6 @@ def input_shape_for(dataset: str, image_size: int | None = None) -> tuple[tuple[
 def build_for_cost(model: str, norm: str | None, precision: str, dataset: str | None = None,
                    width: int | None = None, image_size: int | None = None) -> tuple[nn.Module, tuple[int, ...], str]:
     """The model to cost (validated like ``decent8 train`` does), its input shape and the norm used."""
-    from ..models import MODELS, make_model
-    from ..models.zoo import QUANTIZED_MODELS, build_model, resolve
 
     if model not in MODELS:
         raise choice_error("model", model, MODELS)

@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from ..algorithms.registry import DEFAULT_ALGORITHM
 from ..errors import ConfigError, choice_error
 from .counts import RELU_NORMS, Layer, ModelCounts
+from ..algorithms import algorithm_class
+from ..optim import optimizer_class
+from ..compression import compressor_class
 
 #: The paper's "MB" (binary megabyte).
 MB = 2**20
@@ -114,8 +117,6 @@ def buffers_for(algorithm: str, optimizer: str = "local") -> tuple[int, int]:
     """``(optimizer buffers, algorithm buffers)`` for the named optimizer kind and algorithm
     (a registered name or ``pkg.module:Class``): the optimizer's declared checkpointed state in
     FP32 buffers, and the algorithm's ``state_buffers`` (the paper's accounting)."""
-    from ..algorithms import algorithm_class
-    from ..optim import optimizer_class
 
     buffers = algorithm_class(algorithm).state_buffers
     return optimizer_class(optimizer).state_spec().state_bytes // STATE_BYTES, buffers
@@ -156,9 +157,6 @@ def run_memory(parameters: int, nodes: int, algorithm: str = DEFAULT_ALGORITHM, 
                checkpoint: bool = True) -> RunMemory:
     """Memory of the nodes' state in a simulated run of ``nodes`` local nodes of ``parameters``
     parameters, from the components' declarations (:mod:`decent8.state_spec`); nothing is built."""
-    from ..algorithms import algorithm_class
-    from ..compression import compressor_class
-    from ..optim import optimizer_class
 
     alg_type = algorithm_class(algorithm)
     comp = compressor_class(compression).state

@@ -30,6 +30,8 @@ from ..errors import ConfigError, first_line
 from .cache import cached, tokenizer_fingerprint
 from .dataset import ArrayDataset
 from .image_folder import layout_error, require_root, scan
+from .tokenize import flatten, hf_tokenize
+from .tokenize import unflatten
 
 NAME = "AG News"
 EXPECTED = "train.csv + test.csv (rows 'class,title,description' or 'text,label')"
@@ -140,7 +142,6 @@ def _decode(root: Path, seq_len: int, vocab_size: int, tokenizer: Path | None = 
     if tokenizer is None:
         out.update(encode_words(t["train_texts"], t["test_texts"], seq_len, vocab_size))
     else:
-        from .tokenize import flatten, hf_tokenize
         out.update(flatten("x_train", hf_tokenize([s.replace("\\", " ") for s in t["train_texts"]], tokenizer, seq_len)))
         out.update(flatten("x_test", hf_tokenize([s.replace("\\", " ") for s in t["test_texts"]], tokenizer, seq_len)))
     return out
@@ -148,7 +149,6 @@ def _decode(root: Path, seq_len: int, vocab_size: int, tokenizer: Path | None = 
 
 def arrays_to_dataset(a: dict[str, np.ndarray], name: str) -> ArrayDataset:
     """An :class:`ArrayDataset` from cached arrays (word ids, or tokenizer dicts)."""
-    from .tokenize import unflatten
     names = [str(s) for s in a["class_names"].tolist()]
     if "x_train" in a:
         x_train, x_test = torch.from_numpy(a["x_train"]), torch.from_numpy(a["x_test"])

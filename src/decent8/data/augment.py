@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from ..seeding import derive_seed, node_generators
 from .dataset import ArrayDataset
+from ..errors import choice_error
 
 AUGMENTS = ("none", "crop_flip", "resized_crop_flip")
 
@@ -41,7 +42,6 @@ class BatchTransform:
                  local_nodes: Sequence[int], device: torch.device | str = "cpu", pad: int = 4,
                  scale: tuple[float, float] = (0.08, 1.0), ratio: tuple[float, float] = (3 / 4, 4 / 3)) -> None:
         if kind not in AUGMENTS:
-            from ..errors import choice_error
             raise choice_error("augment", kind, AUGMENTS)
         self.kind = kind
         self.seed = int(seed)

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from .dataset import ArrayDataset
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".gif", ".webp", ".tif", ".tiff")
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
@@ -315,7 +316,6 @@ def to_dataset(arrays: dict[str, np.ndarray], name: str, augment: str):
     """An :class:`ArrayDataset` of uint8 pixels (tensors share the arrays' memory)."""
     import torch
 
-    from .dataset import ArrayDataset
 
     names = [str(s) for s in arrays["class_names"].tolist()]
     arrays = {k: (v if v.flags.writeable else v.copy()) for k, v in arrays.items()}

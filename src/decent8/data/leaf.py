@@ -30,6 +30,7 @@ import torch
 
 from ..errors import ConfigError, first_line
 from .dataset import ArrayDataset
+from .agnews import encode_words
 
 NAME = "leaf"
 
@@ -160,7 +161,6 @@ def load_leaf(root: str | None, seq_len: int = 64, vocab_size: int = 20000) -> A
         a_tr, a_te, vocab = _chars([str(s) for s in x_tr], [str(s) for s in x_te], seq_len)
         x_train, x_test = torch.from_numpy(a_tr), torch.from_numpy(a_te)
     else:
-        from .agnews import encode_words
         e = encode_words([str(x[-1]) for x in x_tr], [str(x[-1]) for x in x_te], seq_len, vocab_size)
         x_train, x_test = torch.from_numpy(e["x_train"]), torch.from_numpy(e["x_test"])
         vocab = [str(w) for w in e["vocab"].tolist()]

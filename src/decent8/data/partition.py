@@ -19,6 +19,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigError, choice_error
+from .leaf import natural_partition
+from .dirichlet_fixed import dirichlet_fixed_partition
 
 PARTITIONS: tuple[str, ...] = ("skew", "dirichlet", "dirichlet_fixed", "shards", "natural")
 
@@ -230,7 +232,6 @@ def make_partition(name: str, labels: np.ndarray, n: int, seed: int, skew: float
     if name not in PARTITIONS:
         raise choice_error("partition", name, PARTITIONS)
     if name == "natural":
-        from .leaf import natural_partition
         return natural_partition(users, n)
     if not isinstance(reference, (bool, np.bool_)):
         raise ConfigError("partition.reference", f"must be true or false, got {reference!r}")
@@ -241,7 +242,6 @@ def make_partition(name: str, labels: np.ndarray, n: int, seed: int, skew: float
     if name == "dirichlet":
         return dirichlet_partition(labels, n, alpha, seed)
     if name == "dirichlet_fixed":
-        from .dirichlet_fixed import dirichlet_fixed_partition
         return dirichlet_fixed_partition(_as_labels(labels), n, alpha, seed)
     return shard_partition(labels, n, shards_per_node, seed)
 

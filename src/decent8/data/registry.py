@@ -43,6 +43,14 @@ from .digits import load_digits_dataset
 # Working defaults per data set: decent8.config.DATASET_DEFAULTS (kept there so that
 # reading a config does not import torch)
 from ..config import DATASET_DEFAULTS  # noqa: E402,F401
+from .cifar10 import load_cifar10
+from .mnist import load_mnist
+from .imagenette import load_imagenette
+from .agnews import load_agnews
+from .sentlen import load_sentlen
+from .user_folder import load_image_folder
+from .leaf import load_leaf
+from .tensors import load_tensors
 
 _MEMO: "OrderedDict[tuple, ArrayDataset]" = OrderedDict()
 _MEMO_SIZE = 2
@@ -109,39 +117,33 @@ def _digits(test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
 
 @datasets.register("cifar10", order=1, image=True)
 def _cifar10(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
-    from .cifar10 import load_cifar10
     return load_cifar10(root, cache_dir, image_size)
 
 
 @datasets.register("mnist", order=2, image=True)
 def _mnist(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
-    from .mnist import load_mnist
     return load_mnist(root, cache_dir, image_size)
 
 
 @datasets.register("imagenette", order=3, image=True)
 def _imagenette(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
-    from .imagenette import load_imagenette
     return load_imagenette(root, cache_dir, image_size)
 
 
 @datasets.register("agnews", order=4, text=True)
 def _agnews(root: str | None = None, cache_dir: str | None = None, seq_len: int = 64, vocab_size: int = 20000,
             tokenizer: Any = None) -> ArrayDataset:
-    from .agnews import load_agnews
     return load_agnews(root, cache_dir, seq_len, vocab_size, tokenizer)
 
 
 @datasets.register("sentlen", order=5, text=True)
 def _sentlen(root: str | None = None, cache_dir: str | None = None, seq_len: int = 64, vocab_size: int = 20000,
              tokenizer: Any = None, test_fraction: float = 0.2) -> ArrayDataset:
-    from .sentlen import load_sentlen
     return load_sentlen(root, cache_dir, seq_len, vocab_size, tokenizer, test_fraction)
 
 
 @datasets.register("image_folder", order=6, image=True)
 def _image_folder(root: str | None = None, cache_dir: str | None = None, image_size: int | None = None) -> ArrayDataset:
-    from .user_folder import load_image_folder
     return load_image_folder(root, cache_dir, image_size)
 
 
@@ -153,7 +155,6 @@ def _tensors(path: str | None = None, test_fraction: float = 0.2, seed: int = 0)
 
 @datasets.register("leaf", order=8, sequence=True)
 def _leaf(root: str | None = None, seq_len: int = 64, vocab_size: int = 20000) -> ArrayDataset:
-    from .leaf import load_leaf
     return load_leaf(root, seq_len, vocab_size)
 
 
@@ -216,7 +217,6 @@ def load_dataset(name: str, root: str | None = None, test_fraction: float = 0.2,
 
 
 def load_tensors_dataset(path: str | None, test_fraction: float, seed: int) -> ArrayDataset:
-    from .tensors import load_tensors
     return load_tensors(path or "", test_fraction, seed)
 
 

@@ -36,6 +36,7 @@ from .agnews import _find, arrays_to_dataset, csv_rows, encode_words
 from .cache import cached, tokenizer_fingerprint
 from .dataset import ArrayDataset
 from .image_folder import layout_error, require_root, scan
+from .tokenize import flatten, hf_tokenize
 
 NAME = "Sentlen-style"
 SENTEVAL_FILE = "sentence_length.txt"
@@ -166,7 +167,6 @@ def _decode(root: Path, seq_len: int, vocab_size: int, tokenizer: Path | None,
     if tokenizer is None:
         out.update(encode_words(t["train_texts"], t["test_texts"], seq_len, vocab_size))
     else:
-        from .tokenize import flatten, hf_tokenize
         out.update(flatten("x_train", hf_tokenize(t["train_texts"], tokenizer, seq_len)))
         out.update(flatten("x_test", hf_tokenize(t["test_texts"], tokenizer, seq_len)))
     return out

@@ -46,6 +46,7 @@ import yaml
 
 from ..config import TrainConfig, load_config
 from ..errors import ConfigError
+from ..errors import did_you_mean
 
 PRESET_DIR_ENV = "DECENT8_CONFIGS"
 #: test split kept by ``scale`` at least this fraction (≥ 1,000 CIFAR-10 test images)
@@ -299,7 +300,6 @@ def make_plan(config_arg: str | None, overrides: list[str], cells: list[str] = (
             chosen = [canonical_label(v) for v in (values or [value])]
             bad = [c for c in chosen if c not in existing.labels]
             if bad:
-                from ..errors import did_you_mean
                 raise ConfigError(key, f"unknown value {bad[0]!r}{did_you_mean(bad[0], existing.labels)}; "
                                        f"allowed: {', '.join(existing.labels)}")
             idx = [existing.labels.index(c) for c in chosen]

@@ -15,6 +15,8 @@ import os
 import textwrap
 from pathlib import Path
 from typing import Any, Callable, TypeVar
+from ..atomic import atomic_path
+from ..own_files import figure_metadata
 
 STYLE = Path(__file__).with_name("decent8.mplstyle")
 #: Okabe & Ito's colour-blind-safe palette (the style sheet's colour cycle), black last
@@ -100,8 +102,6 @@ def vector_path(path: str | os.PathLike) -> Path:
 def save(fig: Any, path: str | os.PathLike) -> None:
     """``fig`` as ``path`` (PNG) and ``path`` with ``.pdf`` (vector), each written atomically
     and marked as decent8's (:mod:`decent8.own_files`)."""
-    from ..atomic import atomic_path
-    from ..own_files import figure_metadata
 
     for target, fmt in ((Path(path), "png"), (vector_path(path), "pdf")):
         with atomic_path(target) as tmp:

@@ -24,10 +24,10 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, first_line
+from ..plugins import import_library
 
 
 def _transformers():
-    from ..plugins import import_library
 
     try:
         transformers = import_library("transformers")   # never from the current folder or a run folder

@@ -42,6 +42,7 @@ from torch import nn
 
 from ..quant.layers import ActQuant, update_running
 from ..quant.quantizer import QuantSpec, quantize_grad, quantize_tensor
+from ..errors import choice_error
 
 NORMS = ("none", "evonorm", "range_evonorm", "range_bn", "bn", "gn")
 #: Channel groups of EvoNorm-S0, Range EvoNorm and GroupNorm (SPEC §5: G = 8).
@@ -307,7 +308,6 @@ _CLASSES = {
 def make_norm(name: str, channels: int, spec: QuantSpec | None = None, zero_init: bool = False,
               grad_quant: bool = True) -> nn.Module:
     """A normalization-activation layer by name (see :data:`NORMS`)."""
-    from ..errors import choice_error
 
     if name not in _CLASSES:
         raise choice_error("model.norm", name, NORMS)

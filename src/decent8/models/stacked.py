@@ -351,13 +351,11 @@ def model_output(out: Any) -> torch.Tensor:
         return out["logits"]
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
-    from ..errors import ConfigError
     raise ConfigError("model", f"the model returned {type(out).__name__}; a tensor (or an object with .logits) is expected")
 
 
 def check_loss(loss: Any, m: int) -> None:
     """The per-node loss must be one scalar per node (one line naming the option otherwise)."""
-    from ..errors import ConfigError
 
     if not isinstance(loss, torch.Tensor) or loss.numel() != m:
         shape = tuple(loss.shape[1:]) if isinstance(loss, torch.Tensor) else type(loss).__name__

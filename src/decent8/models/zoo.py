@@ -32,6 +32,7 @@ from .resnet_cifar import DEPTHS, ResNetCifar
 from .resnet_imagenet import ResNetImageNet
 from .small import MLP, DigitsCNN, TextClassifier
 from .vgg import VGG11
+from .hf import hf_model
 
 PRECISIONS = ("fp32", "int8")
 _NONE = ("none",)
@@ -59,7 +60,6 @@ def _text(a: ModelArgs) -> nn.Module:
 
 @register_model("hf", norms=_NONE, named_inputs=True)
 def _hf(a: ModelArgs) -> nn.Module:
-    from .hf import hf_model
     shape = a.input_shape.get("input_ids", next(iter(a.input_shape.values()))) if isinstance(a.input_shape, dict) \
         else a.input_shape
     return hf_model(a.pretrained_dir, a.num_classes, a.vocab_size, shape[-1], a.width, a.seed)

@@ -27,6 +27,14 @@ from .device import DeviceModel, device_from_config
 from .faults import FaultModel, FaultySimulatorCommunicator, faulty_weights
 from .network import PROFILES, NetworkModel, cross_rank_profile
 from ..seeding import derive_seed
+from ..cost.counts import count_model
+from ..cost.counts import build_for_cost
+from ..layout import ParamLayout
+from ..algorithms import algorithm_class
+from ..topology.graphs import DENSE_MAX_NODES
+from ..comm.placement import make_placement
+from ..compression import make_compressor
+from ..compression.wire import wire_compression
 
 
 # Building a model to count it initialises its layers from the global torch RNG, which
@@ -34,7 +42,6 @@ from ..seeding import derive_seed
 # same whether or not the count was cached.
 @functools.lru_cache(maxsize=32)
 def _train_flops(model: str, norm, batch: int, dataset, width, image_size) -> float:
-    from ..cost.counts import count_model
     with torch.random.fork_rng(devices=[]):
         adds, mults = count_model(model, norm, "fp32", batch, dataset, width, image_size).total("training")
     return float(adds + mults)
@@ -42,8 +49,6 @@ def _train_flops(model: str, norm, batch: int, dataset, width, image_size) -> fl
 
 @functools.lru_cache(maxsize=32)
 def _reference_layout(model: str, precision: str):
-    from ..cost.counts import build_for_cost
-    from ..layout import ParamLayout
     try:
         with torch.random.fork_rng(devices=[]):
             net, _, _ = build_for_cost(model, None, precision)
@@ -54,7 +59,6 @@ def _reference_layout(model: str, precision: str):
 
 def check_faults(cfg, external_comm: bool) -> FaultModel:
     """The fault model of a run; faults only in the simulator, for gossip algorithms."""
-    from ..algorithms import algorithm_class
     f = FaultModel(cfg.nodes, cfg.faults.node_drop, cfg.faults.link_drop, derive_seed(cfg.seed, "faults"))
     if f.active:
         opt = "faults.node_drop" if cfg.faults.node_drop else "faults.link_drop"
@@ -63,7 +67,6 @@ def check_faults(cfg, external_comm: bool) -> FaultModel:
         if not algorithm_class(cfg.algorithm.name).tolerates_faults:
             raise ConfigError(opt, f"a ring all-reduce ({cfg.algorithm.name}) cannot lose messages; "
                                    f"faults need a gossip algorithm")
-        from ..topology.graphs import DENSE_MAX_NODES
         if cfg.nodes > DENSE_MAX_NODES:
             raise ConfigError(opt, f"faults draw dense n × n delivery masks: at most {DENSE_MAX_NODES} nodes, "
                                    f"got {cfg.nodes}")
@@ -147,15 +150,12 @@ def make_timer(cfg, topology, comm: Communicator, compressor, dim: int, faults: 
     dist_cfg = getattr(cfg, "dist", None)
     cross = None if dist_cfg is None else cross_rank_profile(dist_cfg)
     if cross is not None and dist_cfg.ranks is not None:  # links between ranks: their own profile (SPEC §12)
-        from ..comm.placement import make_placement
         net.apply_placement(make_placement(dist_cfg.placement, topology.n, int(dist_cfg.ranks), cfg.seed), *cross)
     as_model = cfg.clock.as_model
     if not isinstance(cfg.clock.overlap, bool):
         raise ConfigError("clock.overlap", f"must be true or false, got {cfg.clock.overlap!r}")
     message_scale = ring_scale = 1.0
     if as_model is not None:
-        from ..compression import make_compressor
-        from ..compression.wire import wire_compression
         ref = _reference_layout(as_model, cfg.precision)
         c = cfg.compression
         ref_comp = make_compressor(wire_compression(c.name, cfg.precision, c.wire, c.value_bits), ref, ratio=c.ratio,

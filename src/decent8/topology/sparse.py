@@ -22,6 +22,8 @@ import torch
 
 from decent8.errors import ConfigError
 from decent8.topology.mixing import TOL, _fmt
+from decent8.topology.graphs import DENSE_MAX_NODES
+from decent8.topology import graphs
 
 __all__ = ["SPARSE_TOPOLOGIES", "SparseTopology", "shift_edges", "group_spectrum", "sparse_mixing"]
 
@@ -86,7 +88,6 @@ def group_spectrum(W: sp.csr_matrix, shape: tuple[int, ...], xor: bool = False) 
 
 
 def _dense_refused(what: str) -> ConfigError:
-    from decent8.topology.graphs import DENSE_MAX_NODES
     return ConfigError("nodes", f"{what} needs the dense n × n mixing matrix: at most {DENSE_MAX_NODES} nodes "
                                 f"(sparse topologies above that support gossip in the simulator only)")
 
@@ -255,7 +256,6 @@ def make_sparse_topology(name: str, n: int, weights: str, rows: int | None = Non
                          time_varying: bool = False) -> SparseTopology:
     """The sparse counterpart of :func:`~decent8.topology.make_topology` for ``name`` in
     :data:`SPARSE_TOPOLOGIES` (the same graphs as :mod:`~decent8.topology.graphs`)."""
-    from decent8.topology import graphs
     if name in ("ring", "directed_ring"):
         offs = [(1,)] if name == "directed_ring" else [(1,), (n - 1,)]
         return SparseTopology(name, n, [shift_edges((n,), offs)], weights, (n,))

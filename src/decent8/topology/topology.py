@@ -31,6 +31,7 @@ from decent8.topology.mixing import (
     second_eigenvalue_modulus,
     uniform_weights,
 )
+from decent8.seeding import derive_seed
 
 __all__ = ["TOPOLOGIES", "RANDOM_TOPOLOGIES", "WEIGHTS", "Topology", "RandomTopology", "make_topology",
            "topology_from_config"]
@@ -454,7 +455,6 @@ class RandomTopology(Topology):
 def topology_from_config(t, nodes: int, seed: int = 0) -> Topology:
     """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed;
     ``topology.params``: the topology function's other keyword arguments)."""
-    from decent8.seeding import derive_seed
 
     return make_topology(t.name, nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
                          undirected=t.undirected, time_varying=t.time_varying,

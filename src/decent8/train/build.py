@@ -48,6 +48,10 @@ from .resolve import (check_scalars, d2_default_gamma, default_gamma, default_lr
                       is_resolved, resolve, resolve_algorithm_defaults, resolve_with_defaults)
 from .validate import (BACKENDS, MAX_EPOCHS, MAX_SEED, MAX_STEP, MAX_TIMEOUT_S, MIN_DECAY_EVERY,  # noqa: F401
                        SCHEDULES, _interval, _number, check_plain)
+from ..comm.block import BlockCommunicator
+from ..comm.placement import make_placement
+from ..comm.distributed import DistributedCommunicator
+from .async_gossip import check_runnable
 
 
 @dataclass
@@ -288,13 +292,10 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     faults = check_faults(cfg, external_comm=comm is not None)
     if comm is None:
         if cfg.backend == "distributed" and cfg.dist.ranks is not None:  # blocks of nodes on R ranks
-            from ..comm.block import BlockCommunicator
-            from ..comm.placement import make_placement
             owner = make_placement(cfg.dist.placement, cfg.nodes, cfg.dist.ranks, cfg.seed)
             comm = BlockCommunicator(topology, owner, device, cfg.dist_timeout_s)
             device = comm.device  # cuda → cuda:LOCAL_RANK
         elif cfg.backend == "distributed":  # one process per node, started by torchrun or `decent8 launch`
-            from ..comm.distributed import DistributedCommunicator
             comm = DistributedCommunicator(topology, device, cfg.dist_timeout_s)
             device = comm.device  # cuda → cuda:LOCAL_RANK
         elif faults.active:
@@ -373,7 +374,6 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     components = Components(cfg, device, dataset, parts, topology, push_sum, gamma, defaults, comm, model, x0,
                             compressor, algorithm, optimizer, schedule, sampler, timer, byzantine)
     if algorithm_type.runner == "event_driven":   # the event runner's refusals, before any run folder
-        from .async_gossip import check_runnable
         check_runnable(components)
     if comm.is_main:
         say(push_sum_notice(cfg, algorithm_type, topology, push_sum))

@@ -21,6 +21,7 @@ from ..algorithms.base import Algorithm
 from ..comm.base import Communicator
 from ..models.stacked import StackedModel, take
 from .user_metrics import metric_values, summarise
+from .norm_stats import mix_buffers
 
 
 def regression_metrics(sse: torch.Tensor, sae: torch.Tensor, avg_sse: float, avg_sae: float,
@@ -96,7 +97,6 @@ class Engine:
     def _mix_buffers(self) -> None:
         """``model.norm_stats=gossip``: the running statistics travel with the parameters."""
         if self.norm_stats == "gossip" and self.model.buffers is not None:
-            from .norm_stats import mix_buffers
             mix_buffers(self.comm, self.model.buffers, self.step_count)
 
     @torch.no_grad()

@@ -47,6 +47,13 @@ from ..models.execution import (ExecutionChoice, choose_chunk, parse_compile, pa
 from ..models.stacked import take
 from ..models.compile_choice import TOO_SHORT, choose_compile
 from ..models.strategies import strategy_for
+from ..models.execution import _cache_file
+from .resume_trust import check_resume_code
+from .run_dir import foreign_entries, remove_own_folder
+from ..config import EXECUTION_OPTIONS
+from .async_gossip import AsyncGossipRunner
+from .personal import class_weights
+from .eval_nodes import check_node_chunk, eval_sample, parse_eval_nodes
 
 #: a run's curves.png / time.png are redrawn during training at most this often (and always at the end)
 PLOT_EVERY_S = 30.0
@@ -156,7 +163,6 @@ def first_batch(c: Components, augment) -> tuple[torch.Tensor, Any, torch.Tensor
 
 def execution_record(choice: ExecutionChoice) -> dict[str, Any]:
     """``execution.json``: the choice, its timings and where it came from (``source``)."""
-    from ..models.execution import _cache_file
     record = choice.to_dict()
     if choice.cached:
         record["source"] = (f"this machine's cache ({_cache_file()}): timed by an earlier run"
@@ -171,7 +177,6 @@ def execution_record(choice: ExecutionChoice) -> dict[str, Any]:
 def resume_config(run: RunDir, named_code: dict[str, str] | None = None, trust_config: bool = False) -> TrainConfig:
     """The config a run folder was started with (one line if config.yaml is damaged), checked
     not to run code the user did not name again (:mod:`.resume_trust`)."""
-    from .resume_trust import check_resume_code
 
     try:
         cfg = from_dict(run.read_config())
@@ -211,7 +216,6 @@ def check(cfg: TrainConfig | None, resume: str | Path | None = None, named_code:
 
 def remove_if_unsaved(run: RunDir) -> None:
     """Remove a new run folder that holds no checkpoint and only decent8's own files."""
-    from .run_dir import foreign_entries, remove_own_folder
     if not any(run.path.glob("checkpoint*.pt")) and not foreign_entries(run.path):
         remove_own_folder(run.path)
 
@@ -239,7 +243,6 @@ def check_same_config(cfg: TrainConfig, comm: Communicator) -> None:
     import hashlib
     import json
 
-    from ..config import EXECUTION_OPTIONS, flatten
 
     mine = {k: v for k, v in flatten(to_dict(cfg)).items() if k not in EXECUTION_OPTIONS}
     text = json.dumps(mine, sort_keys=True, default=str)
@@ -411,7 +414,6 @@ class Session:
         #: AD-PSGD: the epochs are simulated events, not rounds (async_gossip.py)
         self.runner = None
         if c.algorithm.runner == "event_driven":
-            from .async_gossip import AsyncGossipRunner
             ds = c.dataset
             self.runner = AsyncGossipRunner(
                 c, self.engine, to_device(ds.x_train, c.device), ds.y_train.to(c.device),
@@ -443,10 +445,8 @@ class Session:
         self.bar = tqdm(total=cfg.epochs * self.steps, initial=self.start_epoch * self.steps,
                         disable=quiet or not cfg.progress or not comm.is_main, desc=run_label(cfg), unit="it",
                         dynamic_ncols=True, leave=False, mininterval=0.5)
-        from .personal import class_weights
         pers_w = class_weights(c.parts, ds.y_train, ds.y_test)
         self.pers_w = pers_w[comm.local_nodes].to(c.device) if pers_w is not None else None
-        from .eval_nodes import check_node_chunk, eval_sample, parse_eval_nodes
         self.eval_sample = eval_sample(cfg.seed, cfg.nodes, parse_eval_nodes(cfg.eval.nodes, cfg.nodes))
         self.node_chunk = check_node_chunk(cfg.eval.node_chunk)
 

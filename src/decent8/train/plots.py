@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from ..figstyle import new_figure, save, series_style, set_title, styled
 from ..figstyle.axes import bytes_axis, honest_ylim, log_axis, spread, with_n
+from .user_metrics import user_keys
 
 MARKER_MAX_POINTS = 30      # curves with more evaluations draw smaller markers (still one per evaluation)
 
@@ -62,7 +63,6 @@ def _quality(rows: Sequence[dict[str, Any]]) -> tuple[str, str, float, bool]:
 
 def user_metric_names(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The user's metrics (``metrics=``) in a run's rows: ``<name>`` of each ``averaged_model_<name>``."""
-    from .user_metrics import user_keys
 
     return [k[len("averaged_model_"):] for k in user_keys(rows[0]) if k.startswith("averaged_model_")] if rows else []
 

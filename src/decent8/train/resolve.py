@@ -22,6 +22,9 @@ from ..errors import ConfigError, choice_error
 from ..topology import Topology, topology_from_config
 from .run_data import load_dataset
 from .validate import MAX_STEP, _number, check_plain
+from ..algorithms.d2 import D2
+from .run_dir import check_run_name
+from ..topology.graphs import MAX_NODES
 
 
 def resolve_algorithm_defaults(cfg: TrainConfig) -> dict[str, object]:
@@ -77,7 +80,6 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
 
 def d2_default_gamma(topology: Topology) -> float:
     """D²'s γ when ``algorithm.gamma`` is null (:meth:`decent8.algorithms.d2.D2.topology_gamma`)."""
-    from ..algorithms.d2 import D2
     return D2.topology_gamma(topology)
 
 
@@ -94,12 +96,10 @@ def check_scalars(cfg: TrainConfig) -> None:
     """Range checks of plain options (the component factories check their own):
     :func:`~.validate.check_plain` (no torch needed; the CLI runs it first), then the
     run name, the node limit and the algorithm's own options."""
-    from .run_dir import check_run_name
 
     check_plain(cfg)
     if cfg.name is not None:
         check_run_name(cfg.name)
-    from ..topology.graphs import MAX_NODES
     if cfg.nodes > MAX_NODES:
         raise ConfigError("nodes", f"at most {MAX_NODES:,} nodes, got {cfg.nodes}")
     algorithm_type = algorithm_class(cfg.algorithm.name)  # a registered name or an importable Algorithm subclass

@@ -16,6 +16,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ConfigError
+from ..config import _parse_override
+from ..config import flatten, to_dict
+from ..plugins import is_import_path
+from ..plugins import module_files, run_folder_of
+from ..plugins import read_as_data
 
 #: options whose value may be an import path, i.e. code that runs when the run is built
 CODE_OPTIONS = ("model.name", "loss", "algorithm.name", "topology.name", "compression.name", "metrics",
@@ -28,7 +33,6 @@ _SHORTHAND = {"model": "model.name", "algorithm": "algorithm.name", "topology": 
 def restated_code(overrides: Iterable[str], run_dir: str | os.PathLike) -> dict[str, str]:
     """The ``key=value`` arguments given with ``--resume``: only code options may be named
     (again), as ``{option: import path}``; anything else is refused in one line."""
-    from ..config import _parse_override
 
     named: dict[str, str] = {}
     for item in overrides:
@@ -44,8 +48,6 @@ def restated_code(overrides: Iterable[str], run_dir: str | os.PathLike) -> dict[
 
 def code_options(cfg: Any) -> dict[str, str]:
     """The import paths a config names, by option."""
-    from ..config import flatten, to_dict
-    from ..plugins import is_import_path
 
     flat = flatten(to_dict(cfg))
     return {k: flat[k] for k in CODE_OPTIONS if is_import_path(flat.get(k))}
@@ -57,7 +59,6 @@ def module_inside(import_path: str, folder: str | os.PathLike) -> Path | None:
     may use, whatever the way decent8 was started). Found without importing anything:
     importing a package to locate it would already run its ``__init__.py``; sourceless
     ``.pyc``, extension modules, packages and namespace folders count (:mod:`decent8.plugins`)."""
-    from ..plugins import module_files, run_folder_of
 
     root = Path(folder).resolve()
     for f in module_files(import_path.split(":", 1)[0], [os.getcwd(), *sys.path]):
@@ -69,7 +70,6 @@ def module_inside(import_path: str, folder: str | os.PathLike) -> Path | None:
 def check_resume_code(cfg: Any, run_dir: str | os.PathLike, named: dict[str, str] | None, trust: bool) -> None:
     """Refuse (one line) to build a resumed run whose config names code the user did not
     name again (unless ``trust``), or code that lives inside the run folder."""
-    from ..plugins import read_as_data
 
     read_as_data(run_dir)   # data from now on: off sys.path, nothing inside it is imported
     named = named or {}

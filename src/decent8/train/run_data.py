@@ -5,6 +5,8 @@ from ..config import TrainConfig
 from ..data.dataset import ArrayDataset
 from ..data.registry import dataset_from_config
 from ..errors import ConfigError
+from ..models.pretrained import resolve_pretrained
+from ..data.tokenize import id_inputs
 
 
 def pretrained_folder(cfg: TrainConfig):
@@ -13,14 +15,12 @@ def pretrained_folder(cfg: TrainConfig):
         return None
     if cfg.model.name != "hf":
         raise ConfigError("model.pretrained", f"applies to model=hf, not model={cfg.model.name}")
-    from ..models.pretrained import resolve_pretrained
     return resolve_pretrained(cfg.model.pretrained, cfg.data.cache_dir)
 
 
 def id_dict_inputs(dataset: ArrayDataset) -> ArrayDataset:
     """model=hf on word-level ids ``[N, T]``: the same ids as ``{input_ids, attention_mask}``."""
     import dataclasses
-    from ..data.tokenize import id_inputs
     if isinstance(dataset.x_train, dict) or dataset.vocab_size is None:
         return dataset
     return dataclasses.replace(dataset, x_train=id_inputs(dataset.x_train), x_test=id_inputs(dataset.x_test))

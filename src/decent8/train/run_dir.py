@@ -24,6 +24,7 @@ import torch
 
 from ..atomic import atomic_torch_save, atomic_write_text
 from ..errors import ConfigError, first_line
+from ..config import _yaml_loader
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
@@ -231,7 +232,6 @@ class RunDir:
         """config.yaml as a mapping (one-line ConfigError when it is damaged)."""
         import yaml
 
-        from ..config import _yaml_loader
 
         f = self.file(CONFIG)
         try:

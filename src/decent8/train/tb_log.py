@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..plugins import import_library
 
 MODES = ("auto", "true", "false")
 
@@ -19,7 +20,6 @@ MODES = ("auto", "true", "false")
 def _writer_class():
     """tensorboardX's (else TensorBoard's) SummaryWriter, never from the current folder or a
     run folder (:func:`decent8.plugins.import_library`); None if neither is installed."""
-    from ..plugins import import_library
 
     for module in ("tensorboardX", "torch.utils.tensorboard"):   # the second needs the tensorboard package
         try:

@@ -3,6 +3,8 @@ never a run folder's name, a figure number or a claim of authorship."""
 from __future__ import annotations
 
 from typing import Any
+from ..algorithms import display_name
+from ..config import partition_label
 
 #: a figure title longer than this is wrapped (and is too long for a paper figure)
 MAX_TITLE = 90
@@ -24,8 +26,6 @@ def config_title(cfg: Any) -> str:
     given = getattr(cfg, "title", None)
     if given:
         return str(given)
-    from ..algorithms import display_name
-    from ..config import partition_label
 
     algo = cfg.algorithm.name
     try:

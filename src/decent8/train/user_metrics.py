@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import ConfigError
 from ..user_code import UserCodeError, call
+from ..plugins import is_import_path, load_factory
 
 OPTION = "metrics"
 #: names the built-in metrics use (a user metric may not shadow them)
@@ -44,7 +45,6 @@ def load_metrics(value: "str | Metric | Sequence[str | Metric] | None") -> list[
     """``(label, fn)`` pairs from the option: an import path, a callable, or a list of them."""
     if value is None or value == "" or value == []:
         return []
-    from ..plugins import is_import_path, load_factory
 
     items: list[Any] = list(value) if isinstance(value, (list, tuple)) else [value]
     out: list[tuple[str, Metric]] = []

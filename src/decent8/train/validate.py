@@ -11,6 +11,9 @@ import math
 
 from ..config import TASKS, WIRES, TrainConfig, check_task  # noqa: F401  (TASKS re-exported)
 from ..errors import ConfigError, choice_error
+from .eval_nodes import check_node_chunk, parse_eval_nodes
+from .tb_log import check_mode
+from .tracking import parse_tracking
 
 BACKENDS = ("simulator", "distributed")
 SCHEDULES = ("step", "cosine", "constant", "onecycle")
@@ -71,7 +74,6 @@ def check_plain(cfg: TrainConfig) -> None:
     _number("epochs", cfg.epochs, lo=1, hi=MAX_EPOCHS, integer=True)
     if cfg.eval_every < 1:
         raise ConfigError("eval_every", f"must be >= 1, got {cfg.eval_every}")
-    from .eval_nodes import check_node_chunk, parse_eval_nodes
     parse_eval_nodes(cfg.eval.nodes, cfg.nodes)
     check_node_chunk(cfg.eval.node_chunk)
     d = cfg.data
@@ -117,8 +119,6 @@ def check_plain(cfg: TrainConfig) -> None:
                 allowed="a finite number in (0, 10000] when optimizer.warmup_epochs > 0")
     if not 0 < o.decay <= 1:
         raise ConfigError("optimizer.decay", f"must be in (0, 1], got {o.decay}")
-    from .tb_log import check_mode
-    from .tracking import parse_tracking
     check_mode(cfg.tensorboard)
     parse_tracking(getattr(cfg, "tracking", None))
     for m in o.milestones:

@@ -10,6 +10,10 @@ from ..communication import communication_volume
 from ..counts import ModelCounts, count_model
 from ..energy import HOROWITZ_45NM, OpEnergy, energy_by_kind_mj, layer_energy_pj, total_energy_mj
 from ..memory import BYTES, MB, activation_by_kind_mb, activation_elements, inference_memory, training_memory
+from ...models.zoo import QUANTIZED_MODELS, default_norm
+from ..counts import default_dataset
+from ...layout import ParamLayout
+from ..counts import build_for_cost
 
 
 def _pair(fp32: float, int8: float) -> dict[str, float | None]:
@@ -45,7 +49,6 @@ def model_pair(model: str, norm: str | None, batch: int, dataset: str | None = N
                width: int | None = None, image_size: int | None = None) -> tuple[ModelCounts, ModelCounts]:
     """The FP32 and the 8-bit form of ``model`` with the same norm (default: Range EvoNorm for
     the paper's models, the int8 default) traced at ``batch``."""
-    from ...models.zoo import QUANTIZED_MODELS, default_norm
 
     if model not in QUANTIZED_MODELS:
         raise ConfigError("model", f"{model!r} has no 8-bit form; the cost model compares FP32 with 8-bit, "
@@ -102,7 +105,6 @@ def cost_report(model: str, norm: str | None = None, batch: int = 32, dataset: s
 
 
 def _dataset_of(model: str) -> str:
-    from ..counts import default_dataset
 
     return default_dataset(model)
 
@@ -110,8 +112,6 @@ def _dataset_of(model: str) -> str:
 def communication_report(fp: ModelCounts, model: str, width: int | None, dataset: str | None,
                          opts: dict[str, Any], image_size: int | None = None) -> dict[str, Any]:
     """Communication volume at FP32 and 8-bit for a run (see :mod:`.communication`)."""
-    from ...layout import ParamLayout
-    from ..counts import build_for_cost
 
     out: dict[str, Any] = {}
     for precision in ("fp32", "int8"):

@@ -10,6 +10,9 @@ from ..communication import communication_volume
 from ..energy import HOROWITZ_45NM, OpEnergy
 from .build import cost_report
 from .tables import MODEL_LABELS, NORM_LABELS, _num, markdown_table
+from ...layout import ParamLayout
+from ...topology import make_topology
+from ..counts import build_for_cost
 
 
 #: Table 10 of the paper: (phase, model, norm) → {"memory_mb": (FP32, 8-bit), "energy_mj": (FP32, 8-bit),
@@ -89,9 +92,6 @@ def table10(costs: OpEnergy = HOROWITZ_45NM, batch: int = 32) -> list[dict[str, 
 
 def table3(epochs: int = 200, batch: int = 32, dataset_size: int = 50000) -> list[dict[str, Any]]:
     """Table 3 "Data (GB)" reproduced (paper convention) with decent8's real payload beside it."""
-    from ...layout import ParamLayout
-    from ...topology import make_topology
-    from ..counts import build_for_cost
 
     rows = []
     for (model, nodes, topo_name, comp), paper in PAPER_TABLE3.items():

@@ -15,6 +15,9 @@ from ..presets import canonical_label
 from .layout import (_AXIS_TITLES, AGGREGATED, _paper_value, _sort_key, cell_value, group_label,
                      layout, rows_of)
 from .load import Sweep, _config_value
+from ...figstyle import series_style
+from ...train.plots import _band, _epoch_axis, marker_size, split_final
+from ...train.user_metrics import user_keys
 
 
 def _is_low_precision(label: str, spec: dict[str, Any]) -> bool:
@@ -164,8 +167,6 @@ def plot_validation_error(sw: Sweep, path: Path, metric: str = "mean_node_accura
     n in the legend; per ``report.curves`` value when the preset names one), a marker per
     evaluation, whole-epoch ticks; the evaluation after the final consensus rounds is a
     star beside the last epoch, labelled, never joined to the line."""
-    from ...figstyle import series_style
-    from ...train.plots import _band, _epoch_axis, marker_size, split_final
 
     key = (sw.report or {}).get("curves")
     series: dict[str, list[list[dict[str, Any]]]] = {}
@@ -295,7 +296,6 @@ def sweep_figures(sw: Sweep, fig_dir: Path, metric: str = "mean_node_accuracy") 
 
 def _user_metric_names(sw: Sweep) -> list[str]:
     """``<name>`` of every user metric (``averaged_model_<name>``) in the finished cells' summaries."""
-    from ...train.user_metrics import user_keys
 
     names: list[str] = []
     for c in sw.cells:

@@ -5,6 +5,7 @@ from ...figstyle.axes import unit_of
 from ..aggregate import format_mean_se
 from .layout import _AXIS_TITLES, _ROW_TITLES, _mean, _paper_value, cell_values, group_label, layout, rows_of
 from .load import Sweep
+from ...train.user_metrics import user_keys
 
 
 def _fmt(v: float | None, digits: int = 2) -> str:
@@ -80,7 +81,6 @@ REGRESSION_COLUMNS = (("RMSE, node mean", "mean_node_rmse"), ("RMSE, averaged", 
 def regression_table(sw: Sweep) -> str | None:
     """Test RMSE, MAE and R² (regression runs) and the user's metrics (``metrics=``) per
     configuration, mean ± s.e. over its seeds; None when no finished cell has any."""
-    from ...train.user_metrics import user_keys
 
     done = [c for c in sw.cells if c.summary and (isinstance(c.summary.get("mean_node_rmse"), (int, float))
                                                   or user_keys(c.summary))]
