@@ -19,7 +19,7 @@ DATA = {"experiments/findings.py", "experiments/presets.py", "experiments/regene
 #: (file, value): a string equal to an algorithm name that is not one
 NOT_ALGORITHMS = {("config.py", "marsit"),   # the old name of the option group allreduce (RENAMED_GROUPS)
                   ("config.py", "choco")}    # DEFAULT_ALGORITHM: the default config names its algorithm, as a
-                                             # config file would (in config, the bottom layer: tests/test_layers.py)
+                                             # config file would (in config, the bottom layer: tests/test_layering.py)
 #: attributes / names that ask what kind of algorithm a caller holds
 FAMILY_QUESTIONS = {"ALLREDUCE_ALGORITHMS", "GOSSIP_ALGORITHMS", "aggregates_updates"}
 
