@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import torch
 
-from .execution import _cache_entry, _restore, _sync, decision_key, step_clock
+from ..atomic import atomic_write_text
+from .execution import _cache_entry, _cache_file, _restore, _sync, decision_key, step_clock
 
 #: a run whose eager steps take less than this in all is not compiled (not measured)
 MIN_EAGER_RUN_S = 60.0
@@ -134,8 +135,6 @@ def _store(key: str, t: CompileTiming) -> None:
     import json
     import os
 
-    from ..atomic import atomic_write_text
-    from .execution import _cache_file
     path = _cache_file()
     try:
         with open(path, encoding="utf-8") as f:

@@ -33,7 +33,6 @@ from decent8.topology.mixing import (
     uniform_weights,
 )
 from decent8.topology.topology import RANDOM_TOPOLOGIES, WEIGHTS, RandomTopology, Topology, make_topology, topology_from_config
-from decent8.registry import topologies
 
 
 
