@@ -23,8 +23,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..atomic import atomic_write_text
-from .execution import _cache_entry, _cache_file, _restore, _sync, decision_key, step_clock
+from .execution import _cache_entry, _restore, _sync, decision_key, step_clock, store_in_cache
 
 #: a run whose eager steps take less than this in all is not compiled (not measured)
 MIN_EAGER_RUN_S = 60.0
@@ -131,24 +130,8 @@ def choose_compile(model, params: torch.Tensor, x, y: torch.Tensor, steps: int, 
 
 
 def _store(key: str, t: CompileTiming) -> None:
-    """The timings under ``key`` in the ``sim.chunk=auto`` cache file (atomic; unwritable: skipped)."""
-    import json
-    import os
-
-    path = _cache_file()
-    try:
-        with open(path, encoding="utf-8") as f:
-            table = json.load(f)
-        if not isinstance(table, dict):
-            table = {}
-    except (OSError, ValueError):
-        table = {}
-    table[key] = {"eager_s": t.eager_s, "compiled_s": t.compiled_s, "compile_s": t.compile_s}
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write_text(path, json.dumps(table, indent=1, sort_keys=True) + "\n")
-    except OSError:
-        pass
+    """The timings under ``key`` in the ``sim.chunk=auto`` cache file."""
+    store_in_cache(key, {"eager_s": t.eager_s, "compiled_s": t.compiled_s, "compile_s": t.compile_s})
 
 
 __all__ = ["CompileTiming", "compile_pays", "choose_compile", "MIN_EAGER_RUN_S", "TOO_SHORT"]

@@ -299,6 +299,11 @@ def cached_timings(key: str) -> dict[str, float]:
 def remember_decision(key: str, spec: str, timings: dict[str, float] | None = None) -> None:
     """Add ``key → spec`` (a ``sim.chunk`` value) and the measured seconds per step to the
     cache file (atomic replace; an unwritable cache is skipped)."""
+    store_in_cache(key, {"spec": spec, "seconds_per_step": timings} if timings else spec)
+
+
+def store_in_cache(key: str, value: object) -> None:
+    """``key → value`` in the machine's decision cache file (atomic replace; unwritable: skipped)."""
     path = _cache_file()
     try:
         with open(path, encoding="utf-8") as f:
@@ -307,7 +312,7 @@ def remember_decision(key: str, spec: str, timings: dict[str, float] | None = No
             table = {}
     except (OSError, ValueError):
         table = {}
-    table[key] = {"spec": spec, "seconds_per_step": timings} if timings else spec
+    table[key] = value
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write_text(path, json.dumps(table, indent=1, sort_keys=True) + "\n")
