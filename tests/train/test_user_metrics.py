@@ -54,7 +54,7 @@ def test_summary_and_printed_summary_carry_the_metric(run):
 
 
 def test_the_sweep_table_has_a_column_for_it(run):
-    from decent8.cli.sweep_cmd import results_table
+    from decent8.experiments.sweep import results_table
 
     summary = json.loads((run[1] / "summary.json").read_text())
     text, headers, rows = results_table(["seed"], [(SimpleNamespace(labels={"seed": "0"}), summary)])
