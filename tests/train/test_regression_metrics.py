@@ -50,11 +50,12 @@ def mse_run(tmp_path_factory):
 
 def test_rmse_mae_r2_match_the_definitions(mse_run):
     summary, (_, _, x_test, y_test) = mse_run[0][0], mse_run[1]
-    # loss=mse: the test loss is the mean squared error, so RMSE² equals it
-    assert summary["averaged_model_rmse"] ** 2 == pytest.approx(summary["averaged_model_loss"], rel=1e-6)
-    assert summary["mean_node_rmse"] ** 2 <= summary["mean_node_loss"] * (1 + 1e-6)  # mean of √ ≤ √ of mean
+    # loss=mse: the test loss is the mean squared error, so RMSE² equals it (both float32 sums
+    # over the test set, in other orders: 7.6e-6 apart measured on one machine, hence 1e-4)
+    assert summary["averaged_model_rmse"] ** 2 == pytest.approx(summary["averaged_model_loss"], rel=1e-4)
+    assert summary["mean_node_rmse"] ** 2 <= summary["mean_node_loss"] * (1 + 1e-4)  # mean of √ ≤ √ of mean
     var = float(((y_test.double() - y_test.double().mean()) ** 2).mean())
-    assert summary["averaged_model_r2"] == pytest.approx(1 - summary["averaged_model_loss"] / var, rel=1e-6)
+    assert summary["averaged_model_r2"] == pytest.approx(1 - summary["averaged_model_loss"] / var, rel=1e-4)
     # MAE by hand from the averaged model's parameters
     params = mse_run[0].parameters.double().mean(0)
     w, b = params[:5], params[5]
@@ -65,8 +66,8 @@ def test_rmse_mae_r2_match_the_definitions(mse_run):
 
 def test_a_user_metric_is_reported_for_nodes_and_the_averaged_model(mse_run):
     summary, folder = mse_run[0][:2]
-    assert summary["averaged_model_half_mse"] == pytest.approx(0.5 * summary["averaged_model_loss"], rel=1e-6)
-    assert summary["mean_node_half_mse"] == pytest.approx(0.5 * summary["mean_node_loss"], rel=1e-6)
+    assert summary["averaged_model_half_mse"] == pytest.approx(0.5 * summary["averaged_model_loss"], rel=1e-4)
+    assert summary["mean_node_half_mse"] == pytest.approx(0.5 * summary["mean_node_loss"], rel=1e-4)
     assert summary["averaged_model_max_abs"] >= summary["averaged_model_mae"]
     rows = [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
     assert all("mean_node_half_mse" in r and "averaged_model_rmse" in r for r in rows)
