@@ -123,7 +123,7 @@ def test_a_machine_whose_compiler_fails_runs_eagerly_in_one_line(run_parts, monk
 
 
 @pytest.mark.slow  # ~30 s on the loaded 2-core machine: the run writes its plots (the steps take ~2 s)
-def test_a_tiny_real_run_with_auto_says_its_choice(tmp_path, monkeypatch, capsys):
+def test_a_tiny_real_run_with_auto_records_its_choice_and_says_nothing(tmp_path, monkeypatch, capsys):
     from decent8.cli.main import main
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -133,5 +133,5 @@ def test_a_tiny_real_run_with_auto_says_its_choice(tmp_path, monkeypatch, capsys
     execution = json.loads((tmp_path / "r" / "execution.json").read_text())
     assert execution["compile"] is False and "too short to repay compiling" in execution["compile_reason"]
     assert "compile: 'false'" in (tmp_path / "r" / "config.yaml").read_text()
-    assert capsys.readouterr().err.count("decent8: sim.compile=auto: eager (") == 1  # the choice, in one line
+    assert "sim.compile" not in capsys.readouterr().err  # too short to time: nothing measured, nothing said
     assert compile_choice.MIN_EAGER_RUN_S > 0
