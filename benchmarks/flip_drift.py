@@ -30,11 +30,10 @@ import copy  # noqa: E402
 import torch  # noqa: E402
 
 from decent8.config import load_config  # noqa: E402
-from decent8.data.dataset import take  # noqa: E402
 from decent8.experiments.regenerate.kernels import cpu_vendor  # noqa: E402
 from decent8.models.strategies import strategy_for  # noqa: E402
 from decent8.train.build import build  # noqa: E402
-from decent8.train.engine import Engine  # noqa: E402
+from decent8.train.engine import run_steps  # noqa: E402
 
 SMOKE = os.environ.get("DECENT8_BENCH_SMOKE") == "1"
 #: the models of tests/train/test_equivalence.py (the user models: tests/equivalence_models.py, by import path)
@@ -54,12 +53,7 @@ def run(model: str, nodes: int, strategy: tuple[str, int], steps: int, stream_se
     if stream_seed is not None:
         sm.seed = stream_seed
     sm.use(strategy_for(*strategy))
-    engine = Engine(sm, c.algorithm, c.optimizer, c.comm, c.x0)
-    spe = c.sampler.steps_per_epoch
-    for s in range(steps):
-        idx = c.sampler.epoch_indices(s // spe)[:, s % spe]
-        engine.train_step(take(c.dataset.x_train, idx), c.dataset.y_train[idx], lr)
-    return engine.z.clone()
+    return run_steps(c, sm, steps, lr)
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -61,15 +61,10 @@ def table3_report_spec() -> dict:
 
 
 def run_steps(c, model, steps: int, lr: float = 0.05) -> torch.Tensor:
-    """``steps`` engine steps of the built run ``c`` with ``model`` (a strategy's copy of
-    ``c.model``), fresh algorithm and optimizer state; the final parameters ``[k, d]``."""
-    from decent8.data.dataset import take
-    engine = Engine(model, c.algorithm, c.optimizer, c.comm, c.x0)
-    spe = c.sampler.steps_per_epoch
-    for s in range(steps):
-        idx = c.sampler.epoch_indices(s // spe)[:, s % spe]
-        engine.train_step(take(c.dataset.x_train, idx), c.dataset.y_train[idx], lr)
-    return engine.z.clone()
+    """``steps`` engine steps of the built run ``c`` with ``model`` (the product's
+    :func:`decent8.train.engine.run_steps`); the final parameters ``[k, d]``."""
+    from decent8.train.engine import run_steps as engine_run_steps
+    return engine_run_steps(c, model, steps, lr)
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -273,3 +273,16 @@ class Engine:
             torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") is not None and self.z.is_cuda:
             torch.cuda.set_rng_state(state["cuda_rng"], self.z.device)
+
+
+def run_steps(c, model: StackedModel, steps: int, lr: float) -> torch.Tensor:
+    """``steps`` engine steps of the built run ``c`` (:func:`decent8.train.build.build`) with
+    ``model`` (``c.model`` or a copy under another execution strategy), fresh algorithm and
+    optimizer state, the run's sampler order; the final parameters ``[k, d]``. What the
+    benchmarks and tests compare strategies with."""
+    engine = Engine(model, c.algorithm, c.optimizer, c.comm, c.x0)
+    spe = c.sampler.steps_per_epoch
+    for s in range(steps):
+        idx = c.sampler.epoch_indices(s // spe)[:, s % spe]
+        engine.train_step(take(c.dataset.x_train, idx), c.dataset.y_train[idx], lr)
+    return engine.z.clone()
