@@ -2,6 +2,9 @@
 
     python benchmarks/byzantine_table.py docs/results/byzantine docs/results/byzantine_figures
 
+(both folders are the defaults; a smoke run, ``DECENT8_BENCH_SMOKE=1``, writes its figures under
+``DECENT8_BENCH_TMP``).
+
 Reads the sweep's plan (sweep.json) and each cell's summary.json. A cell of the plan whose
 folder exists without a summary stopped with an error (run this when no cell is running):
 the study's only such error is "training diverged" (the sweep's FAILED lines,
@@ -14,6 +17,7 @@ per defence.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -154,7 +158,10 @@ def true_b() -> str:
 
 
 def main() -> None:
-    folder, figs = Path(sys.argv[1]), Path(sys.argv[2])
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/byzantine")
+    default_figs = (Path(os.environ["DECENT8_BENCH_TMP"]) / "byzantine_figures" if os.environ.get("DECENT8_BENCH_SMOKE")
+                    else Path("docs/results/byzantine_figures"))
+    figs = Path(sys.argv[2]) if len(sys.argv) > 2 else default_figs
     data = load(folder)
     print(tables(data))
     print("\nwall time per run (s)\n" + wall_times(folder))

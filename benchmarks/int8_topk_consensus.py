@@ -11,7 +11,8 @@ runs the training loop's own steps (the schedule, the sampler, the augmentation 
 - the learning rate,
 
 then the final node / averaged-model accuracy (Engine.evaluate). One JSON line per
-record and a final summary line go to stdout (or ``--out``).
+record and a final summary line go to stdout (or ``--out``); a markdown table of the records
+follows on stdout.
 
     OMP_NUM_THREADS=1 python benchmarks/int8_topk_consensus.py precision=int8 compression.wire=fp32 \\
         [--every 50] [--out FILE] [--layers] OPTION=VALUE ...
@@ -111,6 +112,16 @@ def record(engine: Engine, c, step: int, lr: float, layers: bool, prev: torch.Te
     return row
 
 
+def table(rows: list[dict]) -> str:
+    """The records as a markdown table: step, lr, D, public-copy error relative to ‖x_i‖, step norm."""
+    def cell(row: dict, key: str) -> str:
+        return f"{row[key]:.4g}" if key in row else "—"
+    lines = ["| step | lr | consensus distance | public-copy error / ‖x‖ | step norm |", "|---|---|---|---|---|"]
+    lines += [f"| {r['step']} | {cell(r, 'lr')} | {cell(r, 'consensus_distance')} | {cell(r, 'public_copy_rel')} | "
+              f"{cell(r, 'step_norm')} |" for r in rows]
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--every", type=int, default=50, help="steps between records")
@@ -128,13 +139,14 @@ def main() -> None:
     steps = c.sampler.steps_per_epoch
     out = open(ns.out, "w") if ns.out else sys.stdout
     t0 = time.perf_counter()
-    lr, prev = 0.0, None
+    lr, prev, rows = 0.0, None, []
     for epoch in range(cfg.epochs):
         idx = c.sampler.epoch_indices(epoch)
         for s in range(steps):
             t = epoch * steps + s
             if t % ns.every == 0:
-                print(json.dumps(record(engine, c, t, lr, ns.layers, prev)), file=out, flush=True)
+                rows.append(record(engine, c, t, lr, ns.layers, prev))
+                print(json.dumps(rows[-1]), file=out, flush=True)
             prev = engine.params().clone() if (t + 1) % ns.every == 0 else None
             lr = c.schedule(epoch + s / steps)
             batch = idx[:, s]
@@ -147,6 +159,9 @@ def main() -> None:
                   "wire_compression": c.compressor.name, "model": cfg.model.name, "norm": cfg.model.norm,
                   "wall_s": time.perf_counter() - t0, "overrides": ns.overrides, "variant": ns.variant})
     print(json.dumps(final), file=out, flush=True)
+    accuracy = ", ".join(f"{k} {100 * final[k]:.2f} %" for k in ("mean_node_accuracy", "averaged_model_accuracy")
+                         if k in final)
+    print(f"\n{table(rows + [final])}\n\nafter {cfg.epochs * steps} steps: {accuracy}")
 
 
 if __name__ == "__main__":
