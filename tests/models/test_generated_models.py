@@ -8,6 +8,12 @@ compiled run resolves to the loop), FP32 and 8 bits, 1 and 20 steps. Every case 
 equal to the eager loop within the bound, refused in one line (a ConfigError), or warned in one
 line (a draw decent8 cannot give a node) — never silently different.
 
+Some generated models are chaotic at 8 bits: the loop itself, started from the initial model
+scaled by 1 + 1e-7 (a float-rounding-sized change), flips a stochastic-rounding decision within a
+step or two and lands 5e-5 (1 step) to 5 (20 steps, relative) away. Such a model cannot tell a
+path's float order from a wrong draw, so each case's bound is the larger of the fixed bound and
+:data:`SENSITIVITY_FACTOR` × that distance (the tally counts the cases that needed it).
+
 The compiled case costs a cold ``torch.compile`` per model and precision (10–30 s on one core):
 the CI sample compiles one model at 8 bits, the slow sample its first :data:`SLOW_COMPILED` at both
 precisions."""
@@ -59,6 +65,14 @@ INT8_COMPILED = {1: 2e-5, 20: 5e-1}
 #: models of the slow sample that also run compiled, at both precisions (a cold compile each);
 #: the CI sample compiles one model at 8 bits
 SLOW_COMPILED = 6
+#: the loop's own sensitivity: its distance from the loop started at x0 · (1 + SENSITIVITY_EPS);
+#: a case is also bounded by SENSITIVITY_FACTOR × that distance. Measured on the seed-1 sample's
+#: three chaotic 8-bit models: vmap 0.9–1.0× the perturbed loop's distance at 1 step and 0.1–0.8×
+#: at 20 steps (7e-2 – 4e-1), where other draws land about 1e-3 away after one step
+#: (tests/train/test_equivalence.py). At most SENSITIVE_SHARE of the passed cases may need it.
+SENSITIVITY_EPS = 1e-7
+SENSITIVITY_FACTOR = 10.0
+SENSITIVE_SHARE = 0.1
 WARNING = "cannot assign to a node's stream"
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
@@ -95,8 +109,9 @@ def _choose(c, sm, spec: str) -> None:
     assert sm.compiled and choice.chunk == 1, choice
 
 
-def _run(c, spec: str) -> tuple[list[torch.Tensor] | None, str, bool]:
-    """``(parameters after each of STEPS, refusal, warned)`` of ``sim.chunk=spec``."""
+def _run(c, spec: str, x0_scale: float = 1.0) -> tuple[list[torch.Tensor] | None, str, bool]:
+    """``(parameters after each of STEPS, refusal, warned)`` of ``sim.chunk=spec``, starting from
+    ``x0_scale`` × the initial model."""
     sm = copy.copy(c.model)
     sm.init_buffers(NODES)
     streams._warned.clear()  # the warning is given once per process: once per run here
@@ -104,7 +119,7 @@ def _run(c, spec: str) -> tuple[list[torch.Tensor] | None, str, bool]:
         warnings.simplefilter("always")
         try:
             _choose(c, sm, spec)
-            engine = Engine(sm, c.algorithm, c.optimizer, c.comm, c.x0)
+            engine = Engine(sm, c.algorithm, c.optimizer, c.comm, c.x0 * x0_scale)
             out = []
             for s in range(max(STEPS)):
                 engine.train_step(*_batch(c, s), 0.05)
@@ -151,6 +166,8 @@ def check(seed: int, count: int, compiled: tuple[int, ...], compiled_precisions:
                                              f"precision={precision}", "algorithm=dpsgd", "compression=identity"]))
             ref, refusal, ref_warned = _run(c, "1")
             assert ref is not None, refusal  # the loop runs every model
+            nudged = _run(c, "1", x0_scale=1 + SENSITIVITY_EPS)[0]
+            sensitivity = [SENSITIVITY_FACTOR * _rel(g, r) for g, r in zip(nudged, ref)]
             for spec in SPECS + ((COMPILED,) if n in compiled and precision in compiled_precisions else ()):
                 got, refusal, warned = _run(c, spec)
                 tally["cases"] += 1
@@ -164,12 +181,17 @@ def check(seed: int, count: int, compiled: tuple[int, ...], compiled_precisions:
                     kind = "layers" if spec.startswith("layers") else spec if spec == COMPILED else "vmap"
                     for steps, r in zip(STEPS, rels):
                         worst[(precision, kind, steps)] = max(worst.get((precision, kind, steps), 0.0), r)
-                    if all(r <= b for r, b in zip(rels, _bounds(precision, spec))):
+                    fixed = _bounds(precision, spec)
+                    if all(r <= max(b, e) for r, b, e in zip(rels, fixed, sensitivity)):
                         tally["passed"] += 1
                         tally[f"{spec} passed"] += 1
+                        if not all(r <= b for r, b in zip(rels, fixed)):
+                            tally["passed within the loop's sensitivity"] += 1
                     else:
-                        silent.append(f"{ops} {precision} sim.chunk={spec}: {rels}")
+                        silent.append(f"{ops} {precision} sim.chunk={spec}: {rels} "
+                                      f"(bounds {fixed}, {SENSITIVITY_FACTOR:g} × the loop's sensitivity {sensitivity})")
     tally["silent mismatches"] = len(silent)
+    assert tally["passed within the loop's sensitivity"] <= SENSITIVE_SHARE * tally["passed"], tally
     print(f"\ngenerated models (seed {seed}): " + ", ".join(f"{k} {v}" for k, v in tally.items()))
     print("largest passed difference: " + ", ".join(f"{p} {k} {s} steps {v:.1e}" for (p, k, s), v in sorted(worst.items())))
     assert not silent, "\n".join(silent)
