@@ -11,10 +11,15 @@ bytes of the ``[k, d]`` tensors it holds with the declaration (tests/cost/test_s
 * ``workspace``: kept across steps so that a step allocates no fresh ``[k, d]`` tensor, not
   checkpointed;
 * ``step``: bytes per parameter of the temporaries one update holds at its peak (freed
-  after the step; measured: tests/cost/test_run_memory.py).
+  after the step; measured: tests/cost/test_run_memory.py);
+* ``edge``: kept across steps and checkpointed *per in-edge* (``[k, m, d]``, m the largest
+  in-degree of the k nodes, padded slots included), only in a run that mixes the individual
+  neighbour messages through a robust rule (``byzantine.*``; Choco-SGD's per-edge public
+  copies, :mod:`decent8.byzantine.copies`).
 
 Bytes per node and parameter: Σ of the element sizes (float32 4, float64 8); k nodes of d
-parameters hold k·d times that.
+parameters hold k·d times that, plus k·m·d times :attr:`StateSpec.edge_bytes` in a run with
+per-edge mixing.
 """
 from __future__ import annotations
 
@@ -36,6 +41,12 @@ class StateSpec:
     state: Mapping[str, torch.dtype] = field(default_factory=dict)
     workspace: Mapping[str, torch.dtype] = field(default_factory=dict)
     step: int = 0
+    edge: Mapping[str, torch.dtype] = field(default_factory=dict)
+
+    @property
+    def edge_bytes(self) -> int:
+        """Checkpointed bytes per node, in-edge slot and parameter (per-edge mixing only)."""
+        return sum(itemsize(d) for d in self.edge.values())
 
     @property
     def state_bytes(self) -> int:

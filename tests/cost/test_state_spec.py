@@ -94,3 +94,43 @@ def test_bytes_per_parameter_from_dtypes():
     # built-in compressors keep nothing between steps
     for name in ("identity", "topk", "randomk", "quantize", "sign"):
         assert compressor_class(name).state.kept_bytes == 0
+
+
+def test_robust_choco_keeps_one_public_copy_per_in_edge(monkeypatch):
+    """A robust rule makes Choco-SGD keep a public copy per in-edge, ``[k, m, d]`` with m the
+    largest in-degree (padded slots included): on a 5-node star m = 4 (the centre), although a
+    leaf has one in-neighbour. The declaration (4 B per slot and parameter), the memory model and
+    the pre-flight estimate count exactly the bytes the built run holds and checkpoints."""
+    from decent8.cost.memory import run_memory
+    from decent8.errors import ConfigError
+    from decent8.train import build as build_module
+    from decent8.train.byzantine import edge_slots
+
+    robust = ["algorithm=choco", "compression=topk", "topology=star", "topology.weights=metropolis", "nodes=5", "byzantine.nodes=[1]",
+              "byzantine.attack=sign_flip", "byzantine.aggregator=clipped_gossip", "byzantine.b=0"]
+    c = build(load_config(None, small_config(robust)))
+    run_steps(c, c.model, 2)
+    k, d = c.comm.k, c.model.dim
+    spec = algorithm_class("choco").state_spec(compressor_class("topk"))
+    assert spec.edge == {"edge_copies": F32} and spec.edge_bytes == 4
+    m = edge_slots(c.byzantine, c.topology, c.comm.local_nodes)
+    assert (k, m) == (5, 4)
+    copies = c.algorithm._copies.copies
+    assert tuple(copies.shape) == (k, m, d) and copies.dtype == F32
+    # the [k, d] state is as declared; the per-edge copies come on top, and are checkpointed
+    held = model_sized_bytes(c.algorithm, k, d)
+    assert sorted(held) == sorted(spec.names) and sum(held.values()) == k * d * spec.kept_bytes
+    saved = {n: t.numel() * t.element_size() for n, t in c.algorithm.state_dict().items()}
+    assert saved["edge_copies"] == k * m * d * spec.edge_bytes
+    assert sum(saved.values()) == k * d * (spec.state_bytes + m * spec.edge_bytes)
+    # the memory model: model z + optimizer + algorithm [k, d] buffers + the copies, byte for byte
+    opt = sum(model_sized_bytes(c.optimizer, k, d).values())
+    mem = build_module.estimate_memory(c.cfg, d, k, m)
+    assert mem.kept * k * d == 4 * k * d + opt + sum(held.values()) + copies.numel() * copies.element_size()
+    assert mem.parts["per-edge copies"] == 16
+    assert mem.kept == run_memory(d, k, "choco", compression="topk").kept + 16
+    assert mem.checkpoint - run_memory(d, k, "choco", compression="topk").checkpoint == 2 * 16
+    # the pre-flight check counts them: with too little memory the one line names them
+    monkeypatch.setattr(build_module, "_memory_bytes", lambda device: build_module._process_bytes() + 1)
+    with pytest.raises(ConfigError, match="per-edge copies 16"):
+        build(load_config(None, small_config(robust)))

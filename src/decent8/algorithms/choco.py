@@ -59,8 +59,9 @@ class ChocoSGD(GossipAlgorithm):
     display_name = "Choco"
     # x̂ and s = Σ_j W_ij x̂_j (the paper's accounting; decent8 keeps u = s − x̂ in float64: 3)
     state_buffers = 2
-    #: x̂, the residual pair (hi, lo) and the x½ − x̂ workspace: 16 B per parameter
-    state = StateSpec({"x_hat": F32, "res_hi": F32, "res_lo": F32}, {"_diff": F32})
+    #: x̂, the residual pair (hi, lo) and the x½ − x̂ workspace: 16 B per parameter; with a robust
+    #: rule (byzantine.*) one public copy per in-edge, 4 B per slot and parameter
+    state = StateSpec({"x_hat": F32, "res_hi": F32, "res_lo": F32}, {"_diff": F32}, edge={"edge_copies": F32})
     #: robust rules mix the per-edge public copies (decent8.byzantine.copies)
     robust_mixing = True
     _copies = None
@@ -69,7 +70,7 @@ class ChocoSGD(GossipAlgorithm):
     def state_spec(cls, compressor=None) -> StateSpec:
         """A dense message is decoded (q, 4 B) and its increment formed in float64 (8 B)."""
         dense = compressor is not None and not compressor.sparse_messages()
-        return StateSpec(cls.state.state, cls.state.workspace, step=12 if dense else 0)
+        return StateSpec(cls.state.state, cls.state.workspace, step=12 if dense else 0, edge=cls.state.edge)
 
     def __init__(self, comm, *args, **kwargs) -> None:
         super().__init__(comm, *args, **kwargs)

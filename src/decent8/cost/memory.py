@@ -25,11 +25,16 @@ A simulated run (:func:`run_memory`): all k local nodes in one process, each hol
 the components declare (:mod:`decent8.state_spec`), in bytes per node and parameter::
 
     kept       = 4 (model z) + optimizer + algorithm + compressor (state + workspace)
+                 + m · the algorithm's per-edge state   (a run with per-edge mixing, m slots)
     step       = kept + 4 (gradient) + the optimizer's, algorithm's and compressor's step temporaries
-    checkpoint = kept + 4 + optimizer state + algorithm state   (the copies state_dict makes)
+    checkpoint = kept + 4 + optimizer state + algorithm state + m · per-edge state
+                 (the copies state_dict makes)
 
 and the run's peak is k·d·max(step, checkpoint) beyond what the process holds before the
-nodes' state is allocated (the data set, torch).
+nodes' state is allocated (the data set, torch). m (``edge_slots``) is the largest in-degree
+of the k nodes when the run mixes the individual neighbour messages through a robust rule
+(``byzantine.*``: Choco-SGD keeps a public copy per in-edge, 4m B per parameter), else 0.
+The per-edge messages and the rule's temporaries of such a step are not counted.
 
 Inference: the weights only ("For inference, we report the memory utilized by the
 model weights"): 4 B per parameter in FP32, 1 B in 8 bits.
@@ -154,18 +159,21 @@ class RunMemory:
 
 def run_memory(parameters: int, nodes: int, algorithm: str = DEFAULT_ALGORITHM, optimizer: str = "local",
                compression: str = "topk", momentum: float = 0.9, weight_decay: float = 1e-4,
-               checkpoint: bool = True) -> RunMemory:
+               checkpoint: bool = True, edge_slots: int = 0) -> RunMemory:
     """Memory of the nodes' state in a simulated run of ``nodes`` local nodes of ``parameters``
-    parameters, from the components' declarations (:mod:`decent8.state_spec`); nothing is built."""
+    parameters, from the components' declarations (:mod:`decent8.state_spec`); nothing is built.
+    ``edge_slots``: the in-edge slots m of a run with per-edge mixing (module docstring), else 0."""
 
     alg_type = algorithm_class(algorithm)
     comp = compressor_class(compression).state
     alg = alg_type.state_spec(compressor_class(compression))
     opt = optimizer_class(alg_type.optimizer_for(optimizer)).state_spec(momentum=momentum, weight_decay=weight_decay)
-    kept = STATE_BYTES + opt.kept_bytes + alg.kept_bytes + comp.kept_bytes
+    edge = int(edge_slots) * alg.edge_bytes
+    kept = STATE_BYTES + opt.kept_bytes + alg.kept_bytes + comp.kept_bytes + edge
     step = kept + STATE_BYTES + opt.step + alg.step + comp.step
-    ckpt = kept + STATE_BYTES + opt.state_bytes + alg.state_bytes + comp.state_bytes if checkpoint else 0
-    parts = {"model": STATE_BYTES, "optimizer": opt.kept_bytes, "algorithm": alg.kept_bytes + comp.kept_bytes}
+    ckpt = kept + STATE_BYTES + opt.state_bytes + alg.state_bytes + comp.state_bytes + edge if checkpoint else 0
+    parts = {"model": STATE_BYTES, "optimizer": opt.kept_bytes, "algorithm": alg.kept_bytes + comp.kept_bytes,
+             **({"per-edge copies": edge} if edge else {})}
     if step >= ckpt:
         parts.update(gradient=STATE_BYTES, temporaries=opt.step + alg.step + comp.step)
     else:

@@ -34,7 +34,7 @@ from ..models.execution import parse_chunk, parse_compile
 from ..models.zoo import check_precision
 from ..task import CrossEntropy, make_task
 from .user_metrics import load_metrics
-from .byzantine import ByzantineRun, make_byzantine
+from .byzantine import ByzantineRun, edge_slots, make_byzantine
 from .notices import check_regression_loss, push_sum_notice, say
 from .norm_stats import warn_if_skewed
 from ..quant.quantizer import QuantSpec
@@ -138,13 +138,14 @@ def _memory_bytes(device: torch.device) -> int | None:
         return None
 
 
-def estimate_memory(cfg: TrainConfig, parameters: int, local_nodes: int) -> RunMemory:
+def estimate_memory(cfg: TrainConfig, parameters: int, local_nodes: int, edge_slots: int = 0) -> RunMemory:
     """The nodes' state of the run, from the declarations of its algorithm, optimizer and
-    wire compressor (:func:`decent8.cost.memory.run_memory`)."""
+    wire compressor (:func:`decent8.cost.memory.run_memory`); ``edge_slots``: the in-edge slots
+    of a run with per-edge mixing (:func:`decent8.train.byzantine.edge_slots`)."""
     c, o = cfg.compression, cfg.optimizer
     wire = c.name if is_import_path(c.name) else wire_compression(c.name, cfg.precision, c.wire, c.value_bits)
     return run_memory(parameters, local_nodes, cfg.algorithm.name, o.kind, wire, momentum=o.momentum or 0.0,
-                      weight_decay=o.weight_decay, checkpoint=cfg.checkpoint)
+                      weight_decay=o.weight_decay, checkpoint=cfg.checkpoint, edge_slots=edge_slots)
 
 
 def _fewer(cfg: TrainConfig, mem: RunMemory, room: int) -> list[str]:
@@ -164,7 +165,7 @@ def _fewer(cfg: TrainConfig, mem: RunMemory, room: int) -> list[str]:
 
 
 def check_model_size(cfg: TrainConfig, input_shape, num_classes: int, qspec, device: torch.device, local_nodes: int,
-                     vocab_size: int | None = None) -> int | None:
+                     vocab_size: int | None = None, edge_slots: int = 0) -> int | None:
     """Count the model's parameters without allocating them (on the meta device) and stop
     with one line when the nodes' state cannot fit in memory (``model.width=1000000``,
     ``nodes=10000``): this process's resident memory (the data set, torch) plus
@@ -181,7 +182,7 @@ def check_model_size(cfg: TrainConfig, input_shape, num_classes: int, qspec, dev
         raise
     except Exception:  # a model that cannot be built on the meta device: the real build decides
         return None
-    mem = estimate_memory(cfg, params, local_nodes)
+    mem = estimate_memory(cfg, params, local_nodes, edge_slots)
     held = _process_bytes() if device.type == "cpu" else 0
     need = held + mem.total
     have = _memory_bytes(device)
@@ -312,10 +313,14 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     task.user_metrics = load_metrics(cfg.metrics if metrics is None else metrics)  # train/user_metrics.py
     parse_chunk(cfg.sim.chunk)    # the execution options are resolved after build (train/loop.py)
     parse_compile(cfg.sim.compile)
+    byzantine = make_byzantine(cfg, comm, topology, push_sum, algorithm_type, faults.active)
+    if byzantine is not None and byzantine.flips_labels and (dataset.is_regression or not task.classification):
+        raise ConfigError("byzantine.attack", "label_flip flips class labels; this run has no classes")
     if module is None:
         model_name = cfg.model.name   # resolved: the default cnn on token ids is the text classifier
         if model_name != "hf":  # a pretrained transformer is sized by its checkpoint
-            check_model_size(cfg, dataset.input_shape, dataset.num_classes, qspec, device, comm.k, dataset.vocab_size)
+            check_model_size(cfg, dataset.input_shape, dataset.num_classes, qspec, device, comm.k, dataset.vocab_size,
+                             edge_slots=edge_slots(byzantine, topology, comm.local_nodes))
         module = make_model(model_name, dataset.input_shape, dataset.num_classes, cfg.model.width,
                             norm=cfg.model.norm, precision=cfg.precision, quant=qspec, vocab_size=dataset.vocab_size,
                             pretrained_dir=pretrained_dir, seed=derive_seed(cfg.seed, "init"))
@@ -357,9 +362,6 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     else:
         algorithm = algorithm_type.from_context(context)
 
-    byzantine = make_byzantine(cfg, comm, topology, push_sum, algorithm_type, faults.active)
-    if byzantine is not None and byzantine.flips_labels and (dataset.is_regression or not task.classification):
-        raise ConfigError("byzantine.attack", "label_flip flips class labels; this run has no classes")
     if byzantine is not None and byzantine.robust is not None:
         algorithm.robust = byzantine.robust   # D-PSGD mixes through it (algorithms/dpsgd.py)
 

@@ -99,4 +99,14 @@ def make_byzantine(cfg, comm: Communicator, topology, push_sum: bool, algorithm_
     return ByzantineRun(nodes, attack_name, rule_name, b, robust, flips)
 
 
-__all__ = ["ByzantineRun", "make_byzantine"]
+def edge_slots(run: ByzantineRun | None, topology, local_nodes: list[int]) -> int:
+    """The in-edge slots m each of the ``local_nodes`` holds in a run that mixes per edge
+    (``[k, m, d]`` messages, Choco-SGD's per-edge public copies): their largest in-degree
+    (:func:`~decent8.byzantine.messages.neighbour_table` pads to it); 0 without per-edge mixing."""
+    if run is None or run.robust is None:
+        return 0
+    degree = topology.in_degree(0)
+    return int(max((int(degree[i]) for i in local_nodes), default=0))
+
+
+__all__ = ["ByzantineRun", "edge_slots", "make_byzantine"]
