@@ -83,6 +83,10 @@ def test_a_graph_that_violates_the_rule_is_refused_in_one_line():
     one_line(["topology=ring", "byzantine.nodes=1", "byzantine.aggregator=trimmed_mean", "byzantine.b=1"],
              r"byzantine.aggregator: trimmed_mean assumes in-degree ≥ 2b \+ 1 = 3 \(b = 1\), but honest node \d+ "
              r"has in-degree 2 on topology 'ring'")
+    # the node is named by its id, not by its place among the honest nodes: Byzantine 0, 2 and 4
+    # leave node 1 with in-degree 2 on the ring, and honest node 1 is the first one refused
+    one_line(["topology=ring", "byzantine.nodes=[0,2,4]", "byzantine.aggregator=trimmed_mean", "byzantine.b=1"],
+             r"but honest node 1 has in-degree 2")
 
 
 @pytest.mark.parametrize("overrides,match", [

@@ -69,10 +69,12 @@ class Aggregator:
         """The smallest in-degree the rule tolerates b Byzantine neighbours with."""
         return 0
 
-    def check(self, in_degrees: list[int], b: int) -> str | None:
-        """None, or why a graph with these honest in-degrees violates the assumption."""
+    def check(self, in_degrees: list[int], b: int, nodes: list[int] | None = None) -> str | None:
+        """None, or why a graph with these honest in-degrees violates the assumption (``nodes``:
+        the ids of the honest nodes ``in_degrees`` lists, default 0, 1, …)."""
         need = self.min_degree(b)
-        low = [(i, d) for i, d in enumerate(in_degrees) if d < need]
+        ids = list(range(len(in_degrees))) if nodes is None else list(nodes)
+        low = [(ids[i], d) for i, d in enumerate(in_degrees) if d < need]
         if not low:
             return None
         return (f"{self.name} assumes {self.needs} = {need} (b = {b}), but honest node {low[0][0]} has in-degree "

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..byzantine import RobustGossip, make_aggregator, make_attack, pick_nodes
+from ..byzantine.aggregators import Aggregator
 from ..byzantine.setup import byzantine_in_degrees
 from ..comm.base import Communicator
 from ..comm.mixing_plan import MixingPlan
@@ -91,7 +92,11 @@ def make_byzantine(cfg, comm: Communicator, topology, push_sum: bool, algorithm_
             raise ConfigError(opt, f"{type(comm).__name__} does not hand over per-edge messages; use "
                                    f"backend=simulator, or backend=distributed with dist.ranks=R (node blocks)")
         check = getattr(rule, "check", None)
-        why = check(degrees, b) if callable(check) else None
+        honest = [i for i in range(cfg.nodes) if i not in set(nodes)]
+        if getattr(type(rule), "check", None) is Aggregator.check:   # a built-in rule names the node by its id
+            why = check(degrees, b, honest)
+        else:
+            why = check(degrees, b) if callable(check) else None
         if why is not None:
             raise ConfigError(opt, f"{why} on topology {topology.name!r}; use a denser topology, fewer Byzantine "
                                    f"nodes or another aggregator")
