@@ -1,18 +1,20 @@
 """Tables and figures of the Byzantine study (docs/results/byzantine.md).
 
-    python benchmarks/byzantine_table.py docs/results/byzantine docs/results/byzantine_figures
+    python benchmarks/byzantine_table.py docs/results/byzantine docs/results/byzantine_figures [docs/results/byzantine_choco]
 
-(both folders are the defaults; a smoke run, ``DECENT8_BENCH_SMOKE=1``, writes its figures under
-``DECENT8_BENCH_TMP``).
+(the folders are the defaults: the D-PSGD sweep, the figures and the Choco-SGD sweep; a smoke run,
+``DECENT8_BENCH_SMOKE=1``, writes its figures under ``DECENT8_BENCH_TMP``).
 
-Reads the sweep's plan (sweep.json) and each cell's summary.json. A cell of the plan whose
+Reads each sweep's plan (sweep.json) and each cell's summary.json. A cell of the plan whose
 folder exists without a summary stopped with an error (run this when no cell is running):
 the study's only such error is "training diverged" (the sweep's FAILED lines,
 docs/results/byzantine_failures.txt), drawn at chance (10 %) and written "div.". Honest accuracy: ``honest_mean_node_accuracy`` (the cells with no Byzantine node and
 the mean rule run plain gossip, whose nodes are all honest: ``mean_node_accuracy``).
 Prints markdown tables (mean ± sample std over seeds, n) and writes one figure per graph and
 skew: honest accuracy against the fraction of Byzantine nodes, a panel per attack, a line
-per defence.
+per defence (the Choco-SGD sweep: ``honest_accuracy_choco_torus_skew0p8.png``). A rule a graph
+refuses (trimmed_mean needs in-degree ≥ 2b + 1 = 3: the ring and the Erdős–Rényi graph) is
+written "refused".
 """
 from __future__ import annotations
 
@@ -30,6 +32,13 @@ ATTACKS = ["sign_flip", "alie", "dissensus"]
 COUNTS = ["0", "1", "2", "4"]
 NODES = 16
 CHANCE = 0.10
+#: (graph, rule) pairs the rule's assumption refuses in every cell (byzantine.b=1)
+REFUSED = {("ring", "trimmed_mean"), ("er", "trimmed_mean")}
+#: the graphs' overrides (configs/paper/byzantine_digits16.yaml) and their names in the text
+GRAPHS = {"ring": ["topology=ring"], "torus": ["topology=torus", "topology.rows=4", "topology.cols=4"],
+          "er": ["topology=edge_list", "topology.path=configs/paper/byzantine_er16.edges", "topology.undirected=true",
+                 "topology.weights=metropolis"]}
+GRAPH_NAMES = {"ring": "ring", "torus": "4x4 torus", "er": "Erdős–Rényi"}
 
 
 def load(folder: Path) -> dict[tuple, list]:
@@ -38,7 +47,7 @@ def load(folder: Path) -> dict[tuple, list]:
     out: dict[tuple, list] = defaultdict(list)
     for cell in plan["cells"]:
         lab, run = cell["labels"], folder / cell["name"]
-        key = (lab["graph"], lab["skew"], lab["byz"], lab["attack"], lab["defence"])
+        key = (lab["graph"], lab.get("skew", "0.8"), lab["byz"], lab["attack"], lab["defence"])
         if (run / "summary.json").exists():
             s = json.loads((run / "summary.json").read_text())
             acc = s.get("honest_mean_node_accuracy")
@@ -63,25 +72,38 @@ def cell_text(runs: list) -> str:
     return text + (f", div. {div}/{len(runs)}" if div else "")
 
 
-def tables(data: dict) -> str:
+def defences(data: dict) -> list[str]:
+    """The rules the sweep ran or refused, in :data:`DEFENCES` order."""
+    graphs = {k[0] for k in data}
+    return [d for d in DEFENCES if any(k[4] == d for k in data) or any((g, d) in REFUSED for g in graphs)]
+
+
+def cell_or_refused(data: dict, key: tuple) -> str:
+    return "refused" if (key[0], key[4]) in REFUSED else cell_text(data.get(key, []))
+
+
+def tables(data: dict, algorithm: str = "") -> str:
     lines = []
-    for graph, skew in sorted({(k[0], k[1]) for k in data}, key=lambda t: (t[0] != "torus", t[1] != "0.8")):
-        lines.append(f"\n**{graph}, skew {skew}** — honest accuracy (%), mean ± std over seeds\n")
-        lines.append("| attack | Byzantine | " + " | ".join(DEFENCES) + " |")
-        lines.append("|---|---|" + "---:|" * len(DEFENCES))
-        base = [cell_text(data.get((graph, skew, "0", "none", d), [])) for d in DEFENCES]
+    rules = defences(data)
+    order = {"torus": 0, "er": 1, "ring": 2}
+    for graph, skew in sorted({(k[0], k[1]) for k in data}, key=lambda t: (order.get(t[0], 3), t[1] != "0.8")):
+        lines.append(f"\n**{algorithm}{GRAPH_NAMES.get(graph, graph)}, skew {skew}** — honest accuracy (%), "
+                     f"mean ± std over seeds\n")
+        lines.append("| attack | Byzantine | " + " | ".join(rules) + " |")
+        lines.append("|---|---|" + "---:|" * len(rules))
+        base = [cell_or_refused(data, (graph, skew, "0", "none", d)) for d in rules]
         lines.append("| none | 0 | " + " | ".join(base) + " |")
         for attack in ATTACKS:
             for byz in COUNTS[1:]:
-                row = [cell_text(data.get((graph, skew, byz, attack, d), [])) for d in DEFENCES]
-                if all(r == "—" for r in row):
+                row = [cell_or_refused(data, (graph, skew, byz, attack, d)) for d in rules]
+                if all(r in ("—", "refused") for r in row):
                     continue
                 lines.append(f"| {attack} | {byz} ({100 * int(byz) / NODES:.1f} %) | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
 @styled
-def figure(data: dict, graph: str, skew: str, path: Path) -> None:
+def figure(data: dict, graph: str, skew: str, path: Path, algorithm: str = "D-PSGD") -> None:
     fig = new_figure(10.5, 4.0)
     axes = fig.subplots(1, len(ATTACKS), sharey=True)
     for ax, attack in zip(axes, ATTACKS):
@@ -113,7 +135,7 @@ def figure(data: dict, graph: str, skew: str, path: Path) -> None:
     axes[0].set_ylabel("honest mean node accuracy (%)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(DEFENCES), fontsize=8)
-    set_title(fig, f"digits, 16 nodes, {graph}, skew {skew}: honest accuracy vs attackers "
+    set_title(fig, f"digits, 16 nodes, {algorithm}, {GRAPH_NAMES.get(graph, graph)}, skew {skew}: honest accuracy vs attackers "
                    f"(x: a run diverged, drawn at chance; bars: std over seeds)")
     save(fig, path)
 
@@ -121,6 +143,8 @@ def figure(data: dict, graph: str, skew: str, path: Path) -> None:
 def wall_times(folder: Path) -> str:
     """Mean wall time of a whole run (120 steps and one evaluation) per graph and defence, over
     every finished cell: a rough view on a shared machine (other processes ran beside it)."""
+    if not (folder / "sweep.json").exists():
+        return "(no sweep)"
     plan = json.loads((folder / "sweep.json").read_text())
     times: dict[tuple, list] = defaultdict(list)
     for cell in plan["cells"]:
@@ -140,9 +164,8 @@ def true_b() -> str:
     from decent8.byzantine.setup import pick_nodes
     from decent8.config import load_config
     from decent8.train.build import build
-    graphs = {"ring": ["topology=ring"], "torus": ["topology=torus", "topology.rows=4", "topology.cols=4"]}
     lines = ["| graph | Byzantine | seed 0 | seed 1 | seed 2 |", "|---|---|---|---|---|"]
-    for graph, ov in graphs.items():
+    for graph, ov in GRAPHS.items():
         c = build(load_config(None, ["data.name=digits", "model=mlp", f"nodes={NODES}", "algorithm=dpsgd",
                                      "compression=identity", "progress=false", "checkpoint=false",
                                      "tensorboard=false", *ov]))
@@ -153,7 +176,7 @@ def true_b() -> str:
                 ids = pick_nodes(int(count), NODES, seed)
                 b = max(sum(1 for j in ids if w[i, j] > 0) for i in range(NODES) if i not in ids)
                 cells.append(f"{ids}: b = {b}")
-            lines.append(f"| {graph} | {count} | " + " | ".join(cells) + " |")
+            lines.append(f"| {GRAPH_NAMES[graph]} | {count} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -162,13 +185,21 @@ def main() -> None:
     default_figs = (Path(os.environ["DECENT8_BENCH_TMP"]) / "byzantine_figures" if os.environ.get("DECENT8_BENCH_SMOKE")
                     else Path("docs/results/byzantine_figures"))
     figs = Path(sys.argv[2]) if len(sys.argv) > 2 else default_figs
+    choco_folder = Path(sys.argv[3] if len(sys.argv) > 3 else "docs/results/byzantine_choco")
     data = load(folder)
+    choco = load(choco_folder) if (choco_folder / "sweep.json").exists() else {}
     print(tables(data))
+    if choco:
+        print(tables(choco, "Choco-SGD top-k 10 %, "))
     print("\nwall time per run (s)\n" + wall_times(folder))
+    print("\nwall time per run (s), Choco-SGD\n" + wall_times(choco_folder))
     print("\nByzantine nodes and the true b\n" + true_b())
     figs.mkdir(parents=True, exist_ok=True)
     for graph, skew in sorted({(k[0], k[1]) for k in data}):
         figure(data, graph, skew, figs / f"honest_accuracy_{graph}_skew{skew.replace('.', 'p')}.png")
+    for graph, skew in sorted({(k[0], k[1]) for k in choco}):
+        figure(choco, graph, skew, figs / f"honest_accuracy_choco_{graph}_skew{skew.replace('.', 'p')}.png",
+               "Choco-SGD top-k 10 %")
 
 
 if __name__ == "__main__":
