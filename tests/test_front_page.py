@@ -30,9 +30,10 @@ def test_setup_is_two_commands_install_then_tests():
     assert tests == "python3 -m pytest"
 
 
-def test_ci_runs_the_readme_test_command():
+def test_ci_runs_the_readme_test_command_then_the_slow_tests():
     ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    assert ci[-1] == _setup_commands()[1]
+    tests = _setup_commands()[1]
+    assert ci[-2:] == [tests, f"{tests} -m slow"]
     assert any("pip install" in ln and "torch==2.13.0" in ln for ln in ci)
     assert any("pip install" in ln and '-e ".[test]"' in ln for ln in ci)
 
