@@ -55,8 +55,6 @@ _STARTUP_OMEGACONF = "start-up: `decent8 --help` / `decent8 launch --help` impor
 LAZY: dict[tuple[str, str], str] = {
     ("decent8", "decent8.api"): "start-up: `import decent8` (and so every decent8 command) does not import torch; "
                                 "decent8.train(...) imports the API when it is called",
-    ("decent8.algorithms", "decent8.algorithms.factory"): "start-up: the package is torch-free (the command line "
-                                                           "reads algorithm names before torch); its classes import on use",
     ("decent8.cli", "decent8.signals"): "order: the current folder leaves sys.path before anything is looked up "
                                         "there (a file in it must not shadow a library)",
     ("decent8.cli.main", "decent8.config"): _STARTUP_OMEGACONF,

@@ -26,11 +26,9 @@ FILES = {
         import decent8
         from decent8.algorithms import DPSGD
 
-        @decent8.register("algorithm", "half_dpsgd")
+        @decent8.register("algorithm", "half_dpsgd")    # no info record: the gossip family's
         class HalfDPSGD(DPSGD):
             name = "half_dpsgd"
-            display_name = ""
-            supports_compression = True
 
             def _gossip(self, z, step):
                 mixed = self.comm.exchange(self._encode(z), self.compressor, step)

@@ -7,8 +7,7 @@ import yaml
 
 from decent8.config import load_config, to_yaml
 from decent8.errors import ConfigError
-from decent8.algorithms import algorithm_class
-from decent8.algorithms.base import Algorithm
+from decent8.algorithms import AlgorithmInfo, algorithm_info
 from decent8.train.build import build, resolve_algorithm_defaults
 
 from tests.helpers import small_config
@@ -22,7 +21,7 @@ def test_marsit_defaults_to_plain_sgd_and_gossip_to_nesterov():
     for name in ("choco", "dpsgd", "deepsqueeze", "psgd", "signsgd"):
         cfg = load_config(None, [f"algorithm={name}"])
         assert resolve_algorithm_defaults(cfg) == {"optimizer.momentum": 0.9}
-    assert set(algorithm_class("marsit").defaults) <= set(Algorithm.defaults)
+    assert set(algorithm_info("marsit").defaults) <= set(AlgorithmInfo().defaults)
 
 
 def test_a_user_value_overrides_the_algorithm_default():

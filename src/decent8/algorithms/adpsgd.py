@@ -31,6 +31,7 @@ from ..seeding import derive_seed
 from ..state_spec import StateSpec
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from .info import AlgorithmInfo
 
 
 def pair_average_(z: torch.Tensor, i: int, j: int) -> None:
@@ -51,17 +52,17 @@ def momentum_direction_(buf: torch.Tensor, g: torch.Tensor, momentum: float, nes
     return g.add(buf, alpha=momentum) if nesterov else buf.clone()
 
 
-@algorithms.register("adpsgd", order=11)
+#: exact pairwise averages (no compression); QGM is not defined for it; the neighbour draws are keyed
+#: by the run seed (its constructor's ``seed``)
+INFO = AlgorithmInfo(display_name="AD-PSGD", supports_compression=False, allows_qgm=False, options={"seed": "seed"})
+
+
+@algorithms.register("adpsgd", order=11, info=INFO)
 class ADPSGD(GossipAlgorithm):
     """Neighbour choice, the per-event update and pairwise gossip rounds for all n nodes
     (``z[n, d]``: the simulator's stacked models)."""
 
     name = "adpsgd"
-    display_name = "AD-PSGD"
-    supports_compression = False
-    allows_qgm = False
-    #: the neighbour draws are keyed by the run seed
-    options = {"seed": "seed"}
     #: trained by events in simulated time (train/async_gossip.py), not by engine steps; simulator only
     runner = "event_driven"
     #: no state of its own; the event runner keeps every node's pending gradient (train/async_gossip.py)

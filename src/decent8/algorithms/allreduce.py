@@ -8,7 +8,8 @@ and subtracts what :meth:`AllReduceAlgorithm.aggregate` returns, the *applied up
 identical on every worker; so all models stay equal (consensus distance 0) and the
 consensus rounds at the end of training do nothing (:meth:`consensus_step`). The
 compression group of the config is not used: the algorithm fixes its wire format
-(``wire_format``). η_l is ``optimizer.lr`` with its schedule; the sign step η_s is
+(:attr:`~.info.AlgorithmInfo.wire_format` of its record; the family's: :data:`~.info.ALLREDUCE`).
+η_l is ``optimizer.lr`` with its schedule; the sign step η_s is
 ``allreduce.eta_s`` at ``optimizer.lr`` and follows the same schedule
 (η_s(t) = allreduce.eta_s · lr(t) / optimizer.lr) — a choice of this implementation.
 
@@ -19,7 +20,7 @@ plus its update rule.
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Sequence
 
 import torch
 
@@ -29,23 +30,16 @@ from ..compression.base import Compressor
 from ..errors import ConfigError, choice_error
 from ..state_spec import StateSpec
 from .base import Algorithm, AlgorithmContext
+from .info import ALLREDUCE, declare_family
 
 
 class AllReduceAlgorithm(Algorithm):
-    """State and update rule of one all-reduce algorithm for the k local nodes."""
+    """State and update rule of one all-reduce algorithm for the k local nodes (its
+    constructor takes the ``allreduce`` option group and η_l = optimizer.lr, resolved
+    before the algorithm is built: :data:`~.info.ALLREDUCE`'s ``options``)."""
 
-    family = "ring all-reduce"
-    own_wire_format = True
-    tolerates_faults = False
     #: no state; one step holds lr·d and the aggregated update
     state = StateSpec(step=8)
-    #: the ``allreduce`` option group (and η_l = optimizer.lr, resolved before the algorithm is built)
-    options: ClassVar[Mapping[str, str]] = {"base_lr": "optimizer.lr", "eta_s": "allreduce.eta_s",
-                                            "K": "allreduce.K", "reset": "allreduce.reset"}
-    #: what travels per hop (shown as the run's compression)
-    wire_format: ClassVar[str] = "fp32"
-    #: True where the update is a sign step η_s (a diverged run names allreduce.eta_s)
-    sign_step_size: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -70,19 +64,6 @@ class AllReduceAlgorithm(Algorithm):
     def create(cls, ctx: AlgorithmContext) -> "AllReduceAlgorithm":
         check_allreduce_topology(cls.name, ctx.topology)
         return cls(ctx.comm, RingAllReduce(ctx.comm, ctx.topology, ctx.rows, ctx.cols), ctx.generators, **ctx.options)
-
-    @classmethod
-    def resolve_push_sum(cls, push_sum: str | bool | None, doubly_stochastic: bool) -> bool:
-        if str(push_sum).lower() == "true":
-            raise ConfigError("algorithm.push_sum", f"'{cls.name}' is an all-reduce algorithm; push_sum must be auto or false")
-        return False
-
-    @classmethod
-    def headline(cls, summary: Mapping[str, Any]) -> str:
-        return f"{summary['algorithm']} (ring all-reduce) · {summary['compression']}"
-
-    def divergence_knobs(self, consensus: bool) -> list[str]:
-        return ["optimizer.lr", "allreduce.eta_s"] if self.sign_step_size else ["optimizer.lr"]
 
     # --- state ----------------------------------------------------------------
     def init_state(self, x: torch.Tensor) -> None:
@@ -111,8 +92,8 @@ class AllReduceAlgorithm(Algorithm):
         """Bytes each worker sends in one regular (compressed) step (its own wire format)."""
         return self.allreduce.bytes_per_worker(self.allreduce.padded(self.dim, bits=False), 4.0)
 
-    def wire_label(self, compression: str) -> str:
-        return self.wire_format
+
+declare_family(AllReduceAlgorithm, ALLREDUCE)
 
 
 #: what Marsit-K's full-precision step applies (see :mod:`.marsit`)

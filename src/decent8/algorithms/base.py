@@ -1,12 +1,13 @@
 """The one algorithm interface (SPEC §3) and the gossip family's base class.
 
-:class:`Algorithm` is what the engine, the run's builder, the cost model and the reports
-talk to, for gossip and all-reduce algorithms alike: its state and buffers, its update
-for one training step (:meth:`Algorithm.update`: the local direction, the local step and
-the communication), its consensus round, its defaults, display name, options and what
-the cost model needs. One algorithm is one subclass in one file, registered by name
-(:mod:`.registry`) or named by import path (``algorithm=pkg.module:Class``;
-docs/extending.md).
+:class:`Algorithm` is what the engine and the run's builder talk to, for gossip and
+all-reduce algorithms alike: its hyper-parameters, its declared state and buffers, its
+update for one training step (:meth:`Algorithm.update`: the local direction, the local
+step and the communication), its consensus round and its message bytes. Its display
+name, defaults, options and cost facts are its registered record
+(:class:`~.info.AlgorithmInfo`, read by the CLI, the cost model and the reports). One
+algorithm is one subclass in one file, registered by name (:mod:`.registry`) or named
+by import path (``algorithm=pkg.module:Class``; docs/extending.md).
 
 Gossip algorithms (:class:`GossipAlgorithm`) are steps 3–5 of the paper's Algorithm 1.
 Every iteration each node (1) computes a gradient, (2) takes a local step
@@ -36,6 +37,8 @@ from ..compression.base import Compressor
 from ..errors import ConfigError
 from ..state_spec import NONE, StateSpec
 from ..compression.identity import IdentityCompressor
+from .info import GOSSIP, AlgorithmInfo, declare_family
+from .registry import info_of
 
 
 @dataclass
@@ -51,10 +54,12 @@ class AlgorithmContext:
     topology: str = "directed_ring"
     rows: int | None = None
     cols: int | None = None
-    #: constructor keyword -> value, read from the config by :attr:`Algorithm.options`
+    #: constructor keyword -> value, read from the config by :attr:`.info.AlgorithmInfo.options`
     options: dict[str, Any] = field(default_factory=dict)
     #: ``algorithm.params`` as given (checked against :attr:`Algorithm.params` by :meth:`Algorithm.from_context`)
     params: dict[str, Any] = field(default_factory=dict)
+    #: the algorithm's registered facts (None: looked up from the class, :func:`.registry.info_of`)
+    info: AlgorithmInfo | None = None
     #: the compressor the models travel with when it differs from ``compressor``, the one the
     #: algorithm is checked against (D-PSGD at precision=int8: an identity algorithm, 8-bit models)
     wire_compressor: Compressor | None = None
@@ -63,55 +68,32 @@ class AlgorithmContext:
 class Algorithm(ABC):
     """State and update rule of one algorithm for the k local nodes (the one interface).
 
-    Class attributes say what the rest of decent8 needs to know; the engine only calls
-    :meth:`update`, :meth:`consensus_step`, :meth:`debiased` and the state methods."""
+    The class holds the constructor's hyper-parameters, the declared state (:attr:`state`),
+    the update and the consensus round, ``state_dict`` and the message bytes; what the rest
+    of decent8 reads about an algorithm without running it is its registered record
+    (:class:`~.info.AlgorithmInfo`). The engine only calls :meth:`update`,
+    :meth:`consensus_step`, :meth:`debiased` and the state methods."""
 
     name: ClassVar[str] = "abstract"
-    #: the name in reports and figures (empty: :attr:`name`)
-    display_name: ClassVar[str] = ""
-    #: "gossip" or "ring all-reduce" (``decent8 list`` groups by it)
-    family: ClassVar[str] = "gossip"
-    #: options filled when the config leaves them null (dotted option -> value)
-    defaults: ClassVar[Mapping[str, object]] = {"optimizer.momentum": 0.9}
-    #: the typed options the constructor takes: keyword -> dotted config option (validated
-    #: once by the config's schema and :func:`decent8.train.validate.check_plain`)
-    options: ClassVar[Mapping[str, str]] = {}
     #: an algorithm's own options that decent8's config does not have: name -> default, set as
     #: ``algorithm.params.NAME=value`` and read as ``self.params[NAME]`` (the default's type is
     #: the allowed type; :meth:`resolve_params`, docs/extending.md)
     params: Mapping[str, object] = {}
-    #: model-sized buffers of the published algorithm (the paper's accounting, Table 10 of
-    #: ``decent8 cost``); what decent8 allocates is :attr:`state`
-    state_buffers: ClassVar[int] = 0
     #: the ``[k, d]`` tensors :meth:`init_state` allocates and one update's temporaries
     #: (:class:`~decent8.state_spec.StateSpec`; read by the memory model without building)
     state: ClassVar[StateSpec] = NONE
     #: model-sized messages each node sends per training step (gradient tracking: 2)
     messages_per_step: ClassVar[int] = 1
-    #: False when quasi-global momentum (optimizer.kind=qgm) is not defined for the algorithm
-    allows_qgm: ClassVar[bool] = True
-    #: the local optimizer the algorithm is defined with (QG-GUTm: "qgm"), or None for any
-    optimizer_kind: ClassVar[str | None] = None
-    #: True: the algorithm fixes what travels (:attr:`wire_format`); the compression group is unused
-    own_wire_format: ClassVar[bool] = False
-    #: False where simulated message loss (faults.*) has no meaning (a ring all-reduce)
-    tolerates_faults: ClassVar[bool] = True
-    #: how the run loop trains it: "synchronous" (engine steps, all nodes every round) or
-    #: "event_driven" (simulated events, train/async_gossip.py; simulator only)
+    #: how the run loop trains it: "synchronous" (engine steps, all nodes every round:
+    #: :meth:`update`) or "event_driven" (simulated events, train/async_gossip.py, which calls
+    #: the class's per-event update; simulator only)
     runner: ClassVar[str] = "synchronous"
-    #: with top-k compression, γ = scale·(1 − ratio) (null: 5, or 2 under push-sum; Deep-Squeeze: 1)
-    topk_gamma_scale: ClassVar[float | None] = None
 
     generators: Sequence[torch.Generator] | None = None
     push_sum: bool = False
     omega: torch.Tensor | None = None
 
-    # --- what the builder asks ------------------------------------------------------
-    @classmethod
-    def label(cls) -> str:
-        """The display name (reports, figures)."""
-        return cls.display_name or cls.name
-
+    # --- construction ---------------------------------------------------------------
     @classmethod
     @abstractmethod
     def create(cls, ctx: AlgorithmContext) -> "Algorithm":
@@ -121,6 +103,8 @@ class Algorithm(ABC):
     def from_context(cls, ctx: AlgorithmContext) -> "Algorithm":
         """The one way an algorithm is built (``decent8 train``, the Python API, tests,
         benchmarks): :meth:`create`, then its checked ``params`` and its wire compressor."""
+        if ctx.info is None:
+            ctx.info = info_of(cls)
         algorithm = cls.create(ctx)
         algorithm.params = cls.resolve_params(ctx.params)
         if ctx.wire_compressor is not None:
@@ -155,75 +139,10 @@ class Algorithm(ABC):
         return resolved
 
     @classmethod
-    def resolve_push_sum(cls, push_sum: str | bool | None, doubly_stochastic: bool) -> bool:
-        """``auto`` → push-sum exactly when W is not doubly stochastic."""
-        push_sum = str(push_sum).lower() if push_sum is not None else "auto"
-        if push_sum == "auto":
-            return not doubly_stochastic
-        if push_sum == "true":
-            return True
-        if push_sum == "false":
-            return False
-        raise ConfigError("algorithm.push_sum", f"must be auto, true or false, got {push_sum!r}")
-
-    @classmethod
-    def optimizer_for(cls, kind: str) -> str:
-        """The local optimizer the algorithm runs with: its own or ``kind``."""
-        if cls.optimizer_kind is not None:
-            return cls.optimizer_kind
-        if kind == "qgm" and not cls.allows_qgm:
-            raise ConfigError("optimizer.kind", f"quasi-global momentum is not defined for '{cls.name}' (it tracks "
-                                                "its own direction); use optimizer.kind=local, or algorithm=qg_gutm")
-        return kind
-
-    @classmethod
-    def default_gamma(cls, compressor: "type[Compressor]", ratio: float, push_sum: bool) -> float:
-        """γ when ``algorithm.gamma`` is null, before the QGM factor (the reasons:
-        :func:`decent8.train.build.default_gamma`): what the compressor class suggests from its
-        declared contraction (:meth:`~decent8.compression.Compressor.suggest_gamma`), with the
-        algorithm's scale for a biased sparsifier (:attr:`topk_gamma_scale`; null: 5, or 2
-        under push-sum). A compressor that declares none: one line asking for ``algorithm.gamma``."""
-        scale = cls.topk_gamma_scale if cls.topk_gamma_scale is not None else 2.0 if push_sum else 5.0
-        gamma = compressor.suggest_gamma(scale, ratio)
-        if gamma is None:
-            raise ConfigError("algorithm.gamma", f"the compressor {compressor.__name__} declares no contraction to "
-                                                 f"suggest a consensus step from; set algorithm.gamma (e.g. 0.1), or "
-                                                 f"define suggest_gamma on the class")
-        return float(gamma)
-
-    @classmethod
     def state_spec(cls, compressor: "type[Compressor] | None" = None) -> StateSpec:
         """The declared per-node state (:attr:`state`) with the run's compressor class
         (algorithms whose state depends on it override this: Choco, gradient tracking)."""
         return cls.state
-
-    @classmethod
-    def topology_gamma(cls, topology) -> float | None:
-        """A γ the algorithm derives from W when ``algorithm.gamma`` is null (recorded in the
-        run's config), or None to use :meth:`default_gamma`."""
-        return None
-
-    @classmethod
-    def int8_wire(cls, compression: str) -> bool:
-        """True when at ``precision=int8`` the uncompressed models it mixes may travel as
-        8-bit values (D-PSGD, SGP); a one-line error for algorithms whose exact recursion
-        has no 8-bit wire; False where the compressor already decides (compressed algorithms)."""
-        return False
-
-    @classmethod
-    def run_label(cls, compression: str, sep: str = "/") -> str:
-        """``algorithm/compression``, or the name alone where the algorithm fixes its wire format."""
-        return cls.name if cls.own_wire_format else f"{cls.name}{sep}{compression}"
-
-    @classmethod
-    def headline(cls, summary: Mapping[str, Any]) -> str:
-        """What ran, for the one-line report after training."""
-        return (f"{summary['algorithm']} ({'push-sum, ' if summary['push_sum'] else ''}γ={summary['gamma']:g}) · "
-                f"{summary['compression']}")
-
-    def divergence_knobs(self, consensus: bool) -> list[str]:
-        """The settings a diverged run should lower (``consensus``: in the final rounds)."""
-        return ["algorithm.gamma"] if consensus else ["optimizer.lr", "algorithm.gamma"]
 
     # --- state ----------------------------------------------------------------
     @abstractmethod
@@ -272,22 +191,11 @@ class Algorithm(ABC):
     def message_bytes(self, compressor: Compressor) -> float:
         """Bytes each node sends in one training step (``compressor``: the run's)."""
 
-    def wire_label(self, compression: str) -> str:
-        """What travels, as the run's summary names it."""
-        return compression
-
 
 class GossipAlgorithm(Algorithm):
-    """State and update rule of one decentralized algorithm for the k local nodes."""
+    """A gossip algorithm: local step, then compress, exchange and mix models (SPEC §3);
+    state and update rule for the k local nodes."""
 
-    """A gossip algorithm: local step, then compress, exchange and mix models (SPEC §3)."""
-
-    #: False for algorithms that never compress (D-PSGD)
-    supports_compression: ClassVar[bool] = True
-    #: True: always push-sum (SGP, Sparse-Push, Choco-push); False: never; None: ``algorithm.push_sum``
-    forced_push_sum: ClassVar[bool | None] = None
-    #: True: the gossip can mix through a robust rule over per-edge messages (``byzantine.*``; D-PSGD)
-    robust_mixing: ClassVar[bool] = False
     #: the robust mixing of a run with Byzantine settings (decent8.byzantine.RobustGossip), set by the builder
     robust = None
 
@@ -308,33 +216,11 @@ class GossipAlgorithm(Algorithm):
 
     @classmethod
     def create(cls, ctx: AlgorithmContext) -> "GossipAlgorithm":
-        if not cls.supports_compression and not ctx.compressor.is_identity:
-            raise ConfigError(
-                "compression", f"algorithm '{cls.name}' sends uncompressed models; use compression=identity "
-                "or a compressed algorithm (deepsqueeze, choco, sparse_push, choco_push, gt)"
-            )
+        (ctx.info or info_of(cls)).check_compression(cls.name, ctx.compressor.is_identity)
         if not ctx.gamma > 0:
             raise ConfigError("algorithm.gamma", f"consensus step size must be > 0, got {ctx.gamma}")
         return cls(ctx.comm, ctx.compressor, gamma=ctx.gamma, push_sum=ctx.push_sum, generators=ctx.generators,
                    **ctx.options)
-
-    @classmethod
-    def resolve_push_sum(cls, push_sum: str | bool | None, doubly_stochastic: bool) -> bool:
-        if cls.forced_push_sum:
-            if str(push_sum).lower() == "false":
-                raise ConfigError("algorithm.push_sum", f"'{cls.name}' is a push-sum algorithm; push_sum must be "
-                                                        "auto or true")
-            return True
-        return super().resolve_push_sum(push_sum, doubly_stochastic)
-
-    @classmethod
-    def int8_wire(cls, compression: str) -> bool:
-        if cls.supports_compression or str(compression).strip().lower() not in ("identity", "none"):
-            return False
-        raise ConfigError("precision", f"algorithm '{cls.name}' exchanges exact fp32 models and has no 8-bit wire "
-                                       f"format; use precision=fp32 or compression.wire=fp32 (fp32 messages), or "
-                                       f"algorithm=dpsgd (8-bit models on the wire) or a compressed algorithm "
-                                       f"(choco, deepsqueeze)")
 
     def message_bytes(self, compressor: Compressor) -> float:
         return compressor.nbytes() * self.messages_per_step
@@ -406,3 +292,6 @@ class GossipAlgorithm(Algorithm):
 
     def _encode(self, x: torch.Tensor):
         return self.compressor.encode(x, self.generators)
+
+
+declare_family(GossipAlgorithm, GOSSIP)

@@ -50,20 +50,21 @@ from ..state_spec import F32, StateSpec
 from . import compensated
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from .info import AlgorithmInfo, replace
 from ..byzantine.copies import PublicCopies
 
 
-@algorithms.register("choco", order=2)
+#: x̂ and s = Σ_j W_ij x̂_j are the paper's buffers (decent8 keeps u = s − x̂ as a float32 pair: 3);
+#: robust rules mix the per-edge public copies (decent8.byzantine.copies)
+INFO = AlgorithmInfo(display_name="Choco", state_buffers=2, robust_mixing=True)
+
+
+@algorithms.register("choco", order=2, info=INFO)
 class ChocoSGD(GossipAlgorithm):
     name = "choco"
-    display_name = "Choco"
-    # x̂ and s = Σ_j W_ij x̂_j (the paper's accounting; decent8 keeps u = s − x̂ in float64: 3)
-    state_buffers = 2
     #: x̂, the residual pair (hi, lo) and the x½ − x̂ workspace: 16 B per parameter; with a robust
     #: rule (byzantine.*) one public copy per in-edge, 4 B per slot and parameter
     state = StateSpec({"x_hat": F32, "res_hi": F32, "res_lo": F32}, {"_diff": F32}, edge={"edge_copies": F32})
-    #: robust rules mix the per-edge public copies (decent8.byzantine.copies)
-    robust_mixing = True
     _copies = None
 
     @classmethod
@@ -145,11 +146,9 @@ class ChocoSGD(GossipAlgorithm):
         z.add_(self.res_hi, alpha=self.gamma)                     # x ← x½ + γ u
 
 
-@algorithms.register("choco_push", order=5)
+@algorithms.register("choco_push", order=5, info=replace(INFO, display_name="Choco-push", forced_push_sum=True,
+                                                                     robust_mixing=False))
 class ChocoPush(ChocoSGD):
     """Choco-SGD under push-sum."""
 
     name = "choco_push"
-    display_name = "Choco-push"
-    forced_push_sum = True
-    robust_mixing = False

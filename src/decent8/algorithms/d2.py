@@ -49,32 +49,34 @@ from ..errors import ConfigError
 from ..state_spec import F64, StateSpec
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from .info import AlgorithmInfo
 
 
-@algorithms.register("d2", order=7)
+def topology_gamma(topology) -> float:
+    """D²'s γ when ``algorithm.gamma`` is null: the largest multiple of 0.01, at most 1, with
+    λ_min((1 − γ)I + γW) = 1 − γ·(1 − λ_min(W)) > −1/3, i.e. γ < (4/3) / (1 − λ_min(W)).
+    1 where W allows it (λ_min(W) > −1/3: complete graph, torus with self-weights); 0.99
+    on an 8-node ring with 1/3 weights (λ_min = −1/3 exactly). A W that D² cannot use (not
+    symmetric, time-varying) gets 1 and the constructor's one-line error."""
+    if topology.period != 1:
+        return 1.0
+    w = np.asarray(topology.weights_np(0), dtype=np.float64)
+    if not np.allclose(w, w.T, atol=1e-9):
+        return 1.0
+    lam = float(np.linalg.eigvalsh(w).min())
+    bound = (4.0 / 3.0 - 1e-6) / (1.0 - lam) if lam < 1.0 else math.inf  # the check keeps a 1e-9 margin
+    return min(1.0, (math.ceil(100.0 * bound) - 1) / 100.0)
+
+
+#: the correction c is the paper's buffer; exact models only; QGM is not defined for it; γ from W
+INFO = AlgorithmInfo(state_buffers=1, supports_compression=False, allows_qgm=False, gamma_from_topology=topology_gamma)
+
+
+@algorithms.register("d2", order=7, info=INFO)
 class D2(GossipAlgorithm):
     name = "d2"
-    state_buffers = 1   # D² correction
     #: c in float64; one update holds φ̃ (4 B) and the float64 Σ_j W_ij φ̃_j and c + x½ (8 B each)
     state = StateSpec({"correction": F64}, step=20)
-    supports_compression = False
-    allows_qgm = False
-
-    @classmethod
-    def topology_gamma(cls, topology) -> float:
-        """γ when ``algorithm.gamma`` is null: the largest multiple of 0.01, at most 1, with
-        λ_min((1 − γ)I + γW) = 1 − γ·(1 − λ_min(W)) > −1/3, i.e. γ < (4/3) / (1 − λ_min(W)).
-        1 where W allows it (λ_min(W) > −1/3: complete graph, torus with self-weights); 0.99
-        on an 8-node ring with 1/3 weights (λ_min = −1/3 exactly). A W that D² cannot use (not
-        symmetric, time-varying) gets 1 and the constructor's one-line error."""
-        if topology.period != 1:
-            return 1.0
-        w = np.asarray(topology.weights_np(0), dtype=np.float64)
-        if not np.allclose(w, w.T, atol=1e-9):
-            return 1.0
-        lam = float(np.linalg.eigvalsh(w).min())
-        bound = (4.0 / 3.0 - 1e-6) / (1.0 - lam) if lam < 1.0 else math.inf  # the check keeps a 1e-9 margin
-        return min(1.0, (math.ceil(100.0 * bound) - 1) / 100.0)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

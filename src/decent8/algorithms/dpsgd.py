@@ -13,22 +13,19 @@ import torch
 from ..state_spec import StateSpec
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from .info import AlgorithmInfo, replace
+
+#: D-PSGD's facts: no compression; robust rules mix its per-edge messages; at precision=int8 the
+#: models it mixes travel as 8-bit values, Σ_j W_ij Q(x½_j), Q the per-tensor 8-bit quantizer
+#: (SPEC §4: "we send 8-bit")
+INFO = AlgorithmInfo(display_name="D-PSGD", supports_compression=False, robust_mixing=True, int8_models=True)
 
 
-@algorithms.register("dpsgd", order=0)
+@algorithms.register("dpsgd", order=0, info=INFO)
 class DPSGD(GossipAlgorithm):
     name = "dpsgd"
-    display_name = "D-PSGD"
-    supports_compression = False
-    robust_mixing = True
     #: no state; one update holds Σ_j W_ij x½_j and the communicator's temporaries
     state = StateSpec(step=8)
-
-    @classmethod
-    def int8_wire(cls, compression: str) -> bool:
-        """At precision=int8 the models it mixes travel as 8-bit values: Σ_j W_ij Q(x½_j), Q the
-        per-tensor 8-bit quantizer (SPEC §4: "we send 8-bit")."""
-        return str(compression).strip().lower() in ("identity", "none")
 
     def _gossip(self, z: torch.Tensor, step: int) -> None:
         if self.robust is not None:
@@ -41,11 +38,9 @@ class DPSGD(GossipAlgorithm):
             z.add_(mixed - z, alpha=self.gamma)
 
 
-@algorithms.register("sgp", order=3)
+@algorithms.register("sgp", order=3, info=replace(INFO, display_name="SGP", forced_push_sum=True,
+                                                              robust_mixing=False))
 class SGP(DPSGD):
     """Stochastic Gradient Push (Assran et al. 2019): D-PSGD under push-sum."""
 
     name = "sgp"
-    display_name = "SGP"
-    forced_push_sum = True
-    robust_mixing = False

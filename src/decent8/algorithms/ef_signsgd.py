@@ -25,6 +25,7 @@ from ..compression.sign import pack_bits, unpack_bits
 from ..state_spec import F32, StateSpec
 from .allreduce import AllReduceAlgorithm
 from ..registry import algorithms
+from .info import ALLREDUCE, replace
 
 
 class ScaledSignCodec:
@@ -55,11 +56,9 @@ class ScaledSignCodec:
         return self.decode(*msg)
 
 
-@algorithms.register("ef_signsgd", order=15)
+@algorithms.register("ef_signsgd", order=15, info=replace(ALLREDUCE, wire_format="scaled-sign", state_buffers=1))
 class EFSignSGD(AllReduceAlgorithm):
     name = "ef_signsgd"
-    wire_format = "scaled-sign"
-    state_buffers = 1   # error e
     #: e; one step holds lr·d, the padded u + e, |u + e|, the scaled signs and the decoded sum
     state = StateSpec({"e": F32}, step=20)
 

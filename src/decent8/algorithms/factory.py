@@ -11,23 +11,18 @@ from ..comm.base import Communicator
 from ..compression.base import Compressor
 from .allreduce import AllReduceAlgorithm, check_allreduce_options
 from .base import Algorithm, AlgorithmContext, GossipAlgorithm
-from .registry import algorithm_class, algorithm_names
-
-
-def names_of(family: str) -> tuple[str, ...]:
-    """The registered names of one family ("gossip", "ring all-reduce")."""
-    return tuple(n for n in algorithm_names() if algorithm_class(n).family == family)
+from .registry import algorithm_class, algorithm_info, names_of
 
 
 def resolve_push_sum(name: str, push_sum: str | bool, doubly_stochastic: bool) -> bool:
     """``auto`` → push-sum exactly when W is not doubly stochastic (the algorithm may force it)."""
-    return algorithm_class(name).resolve_push_sum(push_sum, doubly_stochastic)
+    return algorithm_info(name).resolve_push_sum(name, push_sum, doubly_stochastic)
 
 
 def optimizer_kind_for(name: str, kind: str) -> str:
     """The local optimizer ``name`` runs with: its own (QG-GUTm: qgm) or ``kind``; a
     one-line ConfigError where quasi-global momentum is not defined for it."""
-    return algorithm_class(name).optimizer_for(kind)
+    return algorithm_info(name).optimizer_for(name, kind)
 
 
 def make_algorithm(
@@ -43,7 +38,8 @@ def make_algorithm(
     """The algorithm ``name`` with its constructor ``options`` (gut, qg_gutm: ``mu``) and
     ``params`` (``algorithm.params``), through :meth:`~.base.Algorithm.from_context` as a run builds it."""
     return algorithm_class(name).from_context(AlgorithmContext(comm, compressor, gamma, push_sum, generators,
-                                                               options=options, params=dict(params or {})))
+                                                               options=options, params=dict(params or {}),
+                                                               info=algorithm_info(name)))
 
 
 def make_allreduce_algorithm(
@@ -63,7 +59,8 @@ def make_allreduce_algorithm(
     cls = algorithm_class(name)
     check_allreduce_options(K, eta_s, reset)
     return cls.from_context(AlgorithmContext(comm, None, 1.0, False, generators, topology, rows, cols,  # type: ignore[arg-type]
-                                             options=dict(base_lr=base_lr, eta_s=eta_s, K=K, reset=reset)))
+                                             options=dict(base_lr=base_lr, eta_s=eta_s, K=K, reset=reset),
+                                             info=algorithm_info(name)))
 
 
 __all__ = ["names_of", "resolve_push_sum", "optimizer_kind_for", "make_algorithm", "make_allreduce_algorithm",

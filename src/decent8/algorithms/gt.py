@@ -61,12 +61,17 @@ from ..errors import ConfigError
 from ..state_spec import F32, F64, StateSpec
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from .info import AlgorithmInfo
 
 
-@algorithms.register("gt", order=6)
+#: tracker + last direction are the paper's buffers (BEER: +4 public copies); QGM is not defined
+#: for a tracked direction
+INFO = AlgorithmInfo(state_buffers=2, allows_qgm=False)
+
+
+@algorithms.register("gt", order=6, info=INFO)
 class GradientTracking(GossipAlgorithm):
     name = "gt"
-    state_buffers = 2   # tracker + last direction (BEER: +4 public copies)
     #: y and e (float64); compressed (BEER): also x̂, ŷ and their float64 residuals
     state = StateSpec({"y": F32, "e": F64}, step=16)
 
@@ -77,7 +82,6 @@ class GradientTracking(GossipAlgorithm):
         beer = {"x_hat": F32, "x_res": F64, "y_hat": F32, "y_res": F64}
         return StateSpec({**cls.state.state, **beer}, step=cls.state.step)
     messages_per_step = 2
-    allows_qgm = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

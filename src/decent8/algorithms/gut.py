@@ -43,16 +43,18 @@ from ..errors import ConfigError
 from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from .info import AlgorithmInfo, replace
 
 
-@algorithms.register("gut", order=8)
+#: s_prev and D_prev are the paper's buffers; full models only (no compression); μ is ``algorithm.mu``
+INFO = AlgorithmInfo(state_buffers=2, supports_compression=False, options={"mu": "algorithm.mu"})
+
+
+@algorithms.register("gut", order=8, info=INFO)
 class GUT(GossipAlgorithm):
     name = "gut"
-    state_buffers = 2   # s_prev, D_prev
     #: the previous Σ_j W_ij x_j and update; one step holds the mixed models, the update, Y and lr·d
     state = StateSpec({"mixed_prev": F32, "update_prev": F32}, step=20)
-    options = {"mu": "algorithm.mu"}
-    supports_compression = False
     #: default tracking scale μ (the authors' code's default "scaling"; μ = 1 stops consensus, see above)
     default_mu = 0.1
 
@@ -100,7 +102,6 @@ class GUT(GossipAlgorithm):
         z.add_(mixed - z, alpha=self.gamma)
 
 
-@algorithms.register("qg_gutm", order=9)
+@algorithms.register("qg_gutm", order=9, info=replace(INFO, optimizer_kind="qgm"))
 class QGGUTm(GUT):
     name = "qg_gutm"
-    optimizer_kind = "qgm"

@@ -69,6 +69,7 @@ from ..compression.sign import pack_bits, unpack_bits
 from ..state_spec import F32, StateSpec
 from .allreduce import AllReduceAlgorithm
 from ..registry import algorithms
+from .info import ALLREDUCE, replace
 
 
 class BitVoteCodec:
@@ -113,17 +114,18 @@ def sign_allreduce(allreduce: RingAllReduce, positive: torch.Tensor, codec: BitV
     return unpack_bits(out.reshape(k, L // 8), d)
 
 
-@algorithms.register("marsit", order=13)
+#: sign bits on the wire, a sign step η_s, the compensation c (the paper's buffer); by default the
+#: paper's plain-SGD update η_l·∇f: with local Nesterov momentum the reconstructed Marsit reaches
+#: 84 % vs PSGD's 98.6 % on digits (docs/results/marsit.md)
+INFO = replace(ALLREDUCE, wire_format="sign-bits", sign_step_size=True, state_buffers=1,
+               defaults={"optimizer.momentum": 0.0})
+
+
+@algorithms.register("marsit", order=13, info=INFO)
 class Marsit(AllReduceAlgorithm):
     name = "marsit"
-    wire_format = "sign-bits"
-    sign_step_size = True
-    state_buffers = 1   # compensation c
     #: c; one step holds lr·d, u = lr·d + c and the applied signs
     state = StateSpec({"c": F32}, step=12)
-    # the paper's plain-SGD update η_l·∇f: with local Nesterov momentum the reconstructed
-    # Marsit reaches 84 % vs PSGD's 98.6 % on digits (docs/results/marsit.md)
-    defaults = {"optimizer.momentum": 0.0}
 
     def init_state(self, x: torch.Tensor) -> None:
         super().init_state(x)

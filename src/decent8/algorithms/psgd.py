@@ -10,12 +10,11 @@ import torch
 
 from .allreduce import AllReduceAlgorithm
 from ..registry import algorithms
+from .info import ALLREDUCE
 
 
-@algorithms.register("psgd", order=12)
+@algorithms.register("psgd", order=12, info=ALLREDUCE)
 class PSGD(AllReduceAlgorithm):
     name = "psgd"
-    wire_format = "fp32"
-
     def aggregate(self, update: torch.Tensor, step: int, lr: float) -> torch.Tensor:
         return self.allreduce.mean(update)

@@ -1,18 +1,23 @@
 """Algorithm names (SPEC §3): the algorithm registry (:data:`decent8.registry.algorithms`).
 
 Each built-in algorithm registers itself in its own file (``@algorithms.register("name",
-order=…)`` on its class; every module of this package is imported on the first lookup),
+order=…, info=AlgorithmInfo(…))`` on its class: the class is the update rule, the record
+:class:`~.info.AlgorithmInfo` its facts; every module of this package is imported on the first lookup),
 so a new built-in algorithm is one new file. A user's algorithm is named by its import
 path, ``algorithm=pkg.module:Class`` (imported like ``model=pkg.module:factory``, and on
 ``--resume`` only when named again: :mod:`decent8.train.resume_trust`), or registered
-with ``decent8.register("algorithm", "name")``. This module imports without torch.
+with ``decent8.register("algorithm", "name", info=AlgorithmInfo(…))``; one registered
+without a record, or named by import path, gets its family's (:func:`.info.family_info`).
+This module imports without torch.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..config import DEFAULT_ALGORITHM
+from ..errors import ConfigError
 from ..registry import algorithms
+from .info import AlgorithmInfo, family_info
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Algorithm
@@ -30,21 +35,58 @@ def registered_class(name: str) -> "type[Algorithm] | None":
     return entry.obj if entry is not None else None
 
 
+def _record(entry_info: dict, name: str) -> AlgorithmInfo | None:
+    info = entry_info.get("info")
+    if info is not None and not isinstance(info, AlgorithmInfo):
+        raise ConfigError("algorithm", f"{name!r} is registered with info={type(info).__name__}, not an "
+                                       f"decent8.algorithms.AlgorithmInfo")
+    return info
+
+
+def info_of(cls: type) -> AlgorithmInfo:
+    """The record ``cls`` is registered with, or its family's (:func:`.info.family_info`)."""
+    for name, entry in algorithms.items():
+        if entry.obj is cls:
+            info = _record(entry.info, name)
+            if info is not None:
+                return info
+    return family_info(cls)
+
+
+def algorithm_info(name: str) -> AlgorithmInfo:
+    """The facts of algorithm ``name`` (a registered name, or an import path: imported like
+    :func:`algorithm_class`); one-line :class:`~decent8.errors.ConfigError` for an unknown name."""
+    entry = algorithms.entry(name)
+    info = _record(entry.info, entry.name)
+    return info if info is not None else info_of(entry.obj)
+
+
+def registered_info(name: str) -> AlgorithmInfo | None:
+    """The facts of a registered name, or None: never imports a user's module (stored results)."""
+    return algorithm_info(name) if algorithms.registered(name) is not None else None
+
+
 def display_name(name: str) -> str:
     """A registered algorithm's display name; any other value (an import path in a stored
     result, say) unchanged: nothing is imported beyond decent8's own modules."""
-    cls = registered_class(name)
-    return cls.label() if cls is not None else name
+    info = registered_info(name)
+    return info.label(name) if info is not None else name
 
 
 def display_order() -> tuple[str, ...]:
     """The registered algorithms that have a display name, in registry order (report columns)."""
-    return tuple(n for n in algorithm_names() if algorithms[n].obj.display_name)
+    return tuple(n for n in algorithm_names() if algorithm_info(n).display_name)
 
 
-def register(name: str, cls: type) -> type:
-    """Make ``cls`` (an :class:`~.base.Algorithm` subclass) available as ``algorithm=name``."""
-    return algorithms.register(name, cls)
+def names_of(family: str) -> tuple[str, ...]:
+    """The registered names of one family ("gossip", "ring all-reduce")."""
+    return tuple(n for n in algorithm_names() if algorithm_info(n).family == family)
+
+
+def register(name: str, cls: type, info: AlgorithmInfo | None = None) -> type:
+    """Make ``cls`` (an :class:`~.base.Algorithm` subclass) available as ``algorithm=name``,
+    with the facts ``info`` (None: its family's)."""
+    return algorithms.register(name, cls, **({"info": info} if info is not None else {}))
 
 
 def algorithm_class(name: str) -> "type[Algorithm]":
@@ -53,4 +95,5 @@ def algorithm_class(name: str) -> "type[Algorithm]":
     return algorithms.lookup(name)
 
 
-__all__ = ["DEFAULT_ALGORITHM", "algorithm_names", "registered_class", "display_name", "display_order", "register", "algorithm_class"]
+__all__ = ["DEFAULT_ALGORITHM", "algorithm_names", "registered_class", "display_name", "display_order", "register",
+           "algorithm_class", "algorithm_info", "registered_info", "info_of", "names_of", "AlgorithmInfo"]

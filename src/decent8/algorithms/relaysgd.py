@@ -36,16 +36,18 @@ from ..errors import ConfigError
 from ..state_spec import F32, StateSpec
 from .base import GossipAlgorithm
 from ..registry import algorithms
+from .info import AlgorithmInfo
 
 
-@algorithms.register("relaysgd", order=10)
+#: two relay buffers (the paper's); exact models only; QGM is not defined for it
+INFO = AlgorithmInfo(state_buffers=2, supports_compression=False, allows_qgm=False)
+
+
+@algorithms.register("relaysgd", order=10, info=INFO)
 class RelaySGD(GossipAlgorithm):
     name = "relaysgd"
-    state_buffers = 2   # relay buffers
     #: the two relay buffers; one round holds both outgoing messages, both received ones and a choice
     state = StateSpec({"recv_right": F32, "recv_left": F32}, step=24)
-    supports_compression = False
-    allows_qgm = False
     messages_per_step = 2
 
     def __init__(self, *args, **kwargs) -> None:

@@ -21,13 +21,12 @@ from ..state_spec import StateSpec
 from .allreduce import AllReduceAlgorithm
 from .marsit import BitVoteCodec, sign_allreduce
 from ..registry import algorithms
+from .info import ALLREDUCE, replace
 
 
-@algorithms.register("signsgd", order=14)
+@algorithms.register("signsgd", order=14, info=replace(ALLREDUCE, wire_format="sign-bits", sign_step_size=True))
 class SignSGD(AllReduceAlgorithm):
     name = "signsgd"
-    wire_format = "sign-bits"
-    sign_step_size = True
     #: no state; one step holds lr·d, its signs and the applied step
     state = StateSpec(step=12)
 

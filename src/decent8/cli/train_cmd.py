@@ -13,7 +13,7 @@ from ..train.user_metrics import user_keys
 from ..train.resume_trust import restated_code
 from ..train.resume_trust import check_resume_code
 from ..train.validate import check_plain
-from ..algorithms import algorithm_class
+from ..algorithms import algorithm_info
 
 # the training code (torch, matplotlib) is imported in run(), after the plain options are
 # checked: `decent8 train --help` and `decent8 train nodes=0` answer without it
@@ -204,7 +204,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.quiet and not one_of_many:      # scripts still need the path
         print(path, flush=True)
     if not ns.quiet and not one_of_many:  # with one process per node, rank 0 reports
-        head = algorithm_class(summary["algorithm"]).headline(summary)   # ring all-reduce: no γ, its own wire format
+        head = algorithm_info(summary["algorithm"]).headline(summary)   # ring all-reduce: no γ, its own wire format
         print(f"{head} · {summary['topology']} · {summary['nodes']} nodes · {summary.get('partition') or 'skew %g' % summary['skew']} · "
               f"{summary['model']} ({summary.get('precision', 'fp32')}) on {summary['dataset']} · {summary['epochs']} epochs")
         print(summary_table(summary))

@@ -12,7 +12,7 @@ Training, one node, one iteration at batch b::
   momentum one model-sized buffer (m, m̂), Adam two (m, v).
 * Algorithm buffers (model-sized, FP32), the paper's accounting: Choco-SGD keeps its public
   copy x̂ and the neighbour sum s (2), Deep-Squeeze / Sparse-Push the error e (1), D-PSGD /
-  SGP none; each algorithm's :attr:`~decent8.algorithms.base.Algorithm.state_buffers`.
+  SGP none; each algorithm's :attr:`~decent8.algorithms.AlgorithmInfo.state_buffers`.
 * Activations: for every traced layer, :data:`ACTIVATION_TENSORS` tensors of the size of
   its output — the paper's accounting, worked out from Table 10 (docs/cost_model.md):
   a conv / linear layer keeps 1, a norm layer 3, Range BN / BN / GN + ReLU 2 more for
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from ..algorithms.registry import DEFAULT_ALGORITHM
 from ..errors import ConfigError, choice_error
 from .counts import RELU_NORMS, Layer, ModelCounts
-from ..algorithms import algorithm_class
+from ..algorithms import algorithm_class, algorithm_info
 from ..optim import optimizer_class
 from ..compression import compressor_class
 
@@ -121,9 +121,10 @@ class MemoryBreakdown:
 def buffers_for(algorithm: str, optimizer: str = "local") -> tuple[int, int]:
     """``(optimizer buffers, algorithm buffers)`` for the named optimizer kind and algorithm
     (a registered name or ``pkg.module:Class``): the optimizer's declared checkpointed state in
-    FP32 buffers, and the algorithm's ``state_buffers`` (the paper's accounting)."""
+    FP32 buffers, and the algorithm's published ``state_buffers`` (the paper's accounting, its
+    :class:`~decent8.algorithms.AlgorithmInfo`)."""
 
-    buffers = algorithm_class(algorithm).state_buffers
+    buffers = algorithm_info(algorithm).state_buffers
     return optimizer_class(optimizer).state_spec().state_bytes // STATE_BYTES, buffers
 
 
@@ -167,7 +168,8 @@ def run_memory(parameters: int, nodes: int, algorithm: str = DEFAULT_ALGORITHM, 
     alg_type = algorithm_class(algorithm)
     comp = compressor_class(compression).state
     alg = alg_type.state_spec(compressor_class(compression))
-    opt = optimizer_class(alg_type.optimizer_for(optimizer)).state_spec(momentum=momentum, weight_decay=weight_decay)
+    kind = algorithm_info(algorithm).optimizer_for(algorithm, optimizer)
+    opt = optimizer_class(kind).state_spec(momentum=momentum, weight_decay=weight_decay)
     edge = int(edge_slots) * alg.edge_bytes
     kept = STATE_BYTES + opt.kept_bytes + alg.kept_bytes + comp.kept_bytes + edge
     step = kept + STATE_BYTES + opt.step + alg.step + comp.step

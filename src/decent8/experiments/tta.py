@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from ..algorithms.registry import registered_class
+from ..algorithms.registry import registered_info
 from ..config import from_dict, to_dict
 from ..figstyle import new_figure, save, series_style, styled
 from ..timing import make_timer
@@ -44,8 +44,8 @@ from ..train.wire_log import step_log
 def label_of(summary: dict) -> str:
     alg, comp = summary["algorithm"], summary["compression"]
     prec = "" if summary.get("precision", "fp32") == "fp32" else f" {summary['precision']}"
-    cls = registered_class(alg)   # a stored summary's import path is not imported
-    own_wire = cls is not None and cls.own_wire_format
+    info = registered_info(alg)   # a stored summary's import path is not imported
+    own_wire = info is not None and info.own_wire_format
     return (alg if own_wire or comp in ("identity", "none") else f"{alg}/{comp}") + prec
 
 

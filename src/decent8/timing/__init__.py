@@ -30,7 +30,7 @@ from ..seeding import derive_seed
 from ..cost.counts import count_model
 from ..cost.counts import build_for_cost
 from ..layout import ParamLayout
-from ..algorithms import algorithm_class
+from ..algorithms import algorithm_info
 from ..topology.graphs import DENSE_MAX_NODES
 from ..comm.placement import make_placement
 from ..compression import make_compressor
@@ -64,7 +64,7 @@ def check_faults(cfg, external_comm: bool) -> FaultModel:
         opt = "faults.node_drop" if cfg.faults.node_drop else "faults.link_drop"
         if cfg.backend != "simulator" or external_comm:
             raise ConfigError(opt, "faults are simulated: only with backend=simulator")
-        if not algorithm_class(cfg.algorithm.name).tolerates_faults:
+        if not algorithm_info(cfg.algorithm.name).tolerates_faults:
             raise ConfigError(opt, f"a ring all-reduce ({cfg.algorithm.name}) cannot lose messages; "
                                    f"faults need a gossip algorithm")
         if cfg.nodes > DENSE_MAX_NODES:

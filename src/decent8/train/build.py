@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..algorithms import algorithm_class
+from ..algorithms import algorithm_class, algorithm_info
 from ..algorithms.base import Algorithm, AlgorithmContext
 from ..comm.base import Communicator
 from ..comm.simulator import SimulatorCommunicator
@@ -100,8 +100,8 @@ def int8_exact_models(algorithm: str, compression: str, wire: str) -> bool:
     """True when the 8-bit wire (``compression.wire=int8``, or ``auto`` at ``precision=int8``)
     turned the dense wire of an algorithm that never compresses into 8-bit models (D-PSGD,
     SGP); such algorithms without an 8-bit wire format are refused in one line
-    (:meth:`~decent8.algorithms.base.Algorithm.int8_wire`; ``compression.wire=fp32`` runs them)."""
-    return wire != compression and algorithm_class(algorithm).int8_wire(compression)
+    (:meth:`~decent8.algorithms.AlgorithmInfo.int8_wire`; ``compression.wire=fp32`` runs them)."""
+    return wire != compression and algorithm_info(algorithm).int8_wire(algorithm, compression)
 
 
 def quant_spec(cfg: TrainConfig) -> QuantSpec | None:
@@ -287,7 +287,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
                                    f"use fewer nodes")
     t = cfg.topology
     algorithm_type = algorithm_class(cfg.algorithm.name)
-    push_sum = algorithm_type.resolve_push_sum(cfg.algorithm.push_sum, topology.is_doubly_stochastic)
+    info = algorithm_info(cfg.algorithm.name)
+    push_sum = info.resolve_push_sum(cfg.algorithm.name, cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     topology.validate_for(push_sum)
 
     faults = check_faults(cfg, external_comm=comm is not None)
@@ -345,10 +346,10 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
             raise
         raise ConfigError("compression.wire", f"int8 is not defined for algorithm '{cfg.algorithm.name}' (it "
                                               f"exchanges exact fp32 models); use compression.wire=fp32") from None
-    options = {key: option_value(cfg, option) for key, option in algorithm_type.options.items()}
+    options = {key: option_value(cfg, option) for key, option in info.options.items()}
     context = AlgorithmContext(
         comm, make_compressor("identity", model.layout) if eight_bit_models else compressor, gamma, push_sum,
-        generators, t.name, t.rows, t.cols, options, params=dict(cfg.algorithm.params),
+        generators, t.name, t.rows, t.cols, options, params=dict(cfg.algorithm.params), info=info,
         wire_compressor=compressor if eight_bit_models else None)   # D-PSGD at int8: 8-bit models on the wire
     if is_import_path(cfg.algorithm.name):   # a user's algorithm: one line for what it raises
         name = cfg.algorithm.name
@@ -366,7 +367,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
         algorithm.robust = byzantine.robust   # D-PSGD mixes through it (algorithms/dpsgd.py)
 
     o = cfg.optimizer
-    optimizer = make_optimizer(algorithm_type.optimizer_for(o.kind), o.momentum, o.nesterov, o.weight_decay,
+    optimizer = make_optimizer(info.optimizer_for(cfg.algorithm.name, o.kind), o.momentum, o.nesterov, o.weight_decay,
                                betas=o.betas, eps=o.eps)
     schedule = LRSchedule(lr=o.lr, warmup_epochs=o.warmup_epochs, warmup_lr=o.warmup_lr, kind=o.schedule,
                           milestones=list(o.milestones), decay=o.decay, every=o.decay_every,
@@ -378,5 +379,5 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     if algorithm_type.runner == "event_driven":   # the event runner's refusals, before any run folder
         check_runnable(components)
     if comm.is_main:
-        say(push_sum_notice(cfg, algorithm_type, topology, push_sum))
+        say(push_sum_notice(cfg, info, topology, push_sum))
     return components

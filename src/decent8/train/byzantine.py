@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..algorithms import algorithm_info
 from ..byzantine import RobustGossip, make_aggregator, make_attack, pick_nodes
 from ..byzantine.aggregators import Aggregator
 from ..byzantine.setup import byzantine_in_degrees
@@ -72,7 +73,7 @@ def make_byzantine(cfg, comm: Communicator, topology, push_sum: bool, algorithm_
     rule = make_aggregator(rule_name, b, z.clip_tau)
     robust = None
     if per_edge:
-        if not getattr(algorithm_type, "robust_mixing", False):
+        if not algorithm_info(cfg.algorithm.name).robust_mixing:
             raise ConfigError(opt, f"attacks on messages and robust rules act on the models D-PSGD gossips and on "
                                    f"Choco-SGD's public copies of them; '{cfg.algorithm.name}' mixes what no rule is "
                                    f"defined on (e.g. Deep-Squeeze's compressed models): use algorithm=dpsgd or choco")

@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from ..version import __version__
-from ..algorithms import algorithm_class
+from ..algorithms import algorithm_info
 from ..comm.base import Communicator
 from ..config import TrainConfig, evolve, flatten, from_dict, partition_label, to_dict, to_yaml
 from ..errors import ConfigError, TrainingError, first_line
@@ -82,7 +82,7 @@ def default_run_stem(cfg: TrainConfig) -> str:
 
 def run_label(cfg: TrainConfig, sep: str = "/") -> str:
     """``algorithm/compression``, or the algorithm alone for ring all-reduce algorithms (own wire format)."""
-    return algorithm_class(cfg.algorithm.name).run_label(cfg.compression.name, sep)
+    return algorithm_info(cfg.algorithm.name).run_label(cfg.algorithm.name, cfg.compression.name, sep)
 
 
 def write_partition(run: RunDir, c: Components) -> None:
@@ -453,7 +453,7 @@ class Session:
     def diverged(self, when: str, epoch: int, consensus: bool = False) -> TrainingError:
         """The message for a run that went non-finite: what to lower (the algorithm's
         settings) and where the last good checkpoint is (only if there is one)."""
-        knobs = self.c.algorithm.divergence_knobs(consensus)
+        knobs = algorithm_info(self.cfg.algorithm.name).divergence_knobs(consensus)
         now = f" (γ is now {self.c.gamma:g})" if "algorithm.gamma" in knobs else ""
         saved = max(epoch, self.start_epoch) if self.cfg.checkpoint else self.start_epoch
         where = (f"; the last good checkpoint (epoch {saved}) is in {self.run.path}" if saved > 0 and
@@ -576,6 +576,7 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
                 given: dict[str, Any]) -> dict[str, Any]:
     """summary.json (SPEC §8): the final evaluation and what ran."""
     cfg, comm = c.cfg, c.comm
+    info = algorithm_info(cfg.algorithm.name)
     run_split = comm.mean_over_nodes(torch.tensor([timer.run_means()], dtype=torch.float64, device=c.device)
                                      .expand(comm.k, 2)).tolist()
     return {
@@ -623,9 +624,9 @@ def run_summary(c: Components, engine: Engine, timer, final: dict[str, Any], bef
         "push_sum": c.push_sum,
         "gamma": c.gamma,
         "algorithm_defaults": c.defaults,
-        "compression": c.algorithm.wire_label(cfg.compression.name),  # all-reduce: its own wire format
+        "compression": info.wire_label(cfg.compression.name),  # all-reduce: its own wire format
         "wire": cfg.compression.wire,    # fp32 | int8 (auto: a compressor with one wire format)
-        "wire_compression": c.algorithm.wire_label(getattr(c.compressor, "name", cfg.compression.name)),
+        "wire_compression": info.wire_label(getattr(c.compressor, "name", cfg.compression.name)),
         "topology": cfg.topology.name,
         "model": cfg.model.name if given.get("module") is None else type(c.model.module).__name__,
         "loss": c.model.task.name,

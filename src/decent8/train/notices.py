@@ -8,10 +8,11 @@ from typing import Any
 from ..errors import ConfigError
 
 
-def push_sum_notice(cfg: Any, algorithm_type: Any, topology: Any, push_sum: bool) -> str | None:
+def push_sum_notice(cfg: Any, info: Any, topology: Any, push_sum: bool) -> str | None:
     """The notice when ``algorithm.push_sum=auto`` switched push-sum on (SPEC §3: a W that
-    is not doubly stochastic needs the weights ω to de-bias z/ω); None otherwise."""
-    if not push_sum or getattr(algorithm_type, "forced_push_sum", False):
+    is not doubly stochastic needs the weights ω to de-bias z/ω); None otherwise. ``info``: the
+    algorithm's :class:`~decent8.algorithms.AlgorithmInfo`."""
+    if not push_sum or info.forced_push_sum:
         return None
     if str(cfg.algorithm.push_sum).lower() not in ("auto", "none"):
         return None

@@ -12,7 +12,7 @@ resolves to itself.
 """
 from __future__ import annotations
 
-from ..algorithms import algorithm_class
+from ..algorithms import algorithm_class, algorithm_info
 from ..algorithms.allreduce import RESETS
 from ..compression import compressor_class
 from ..compression.wire import resolve_wire, wire_compression
@@ -22,18 +22,18 @@ from ..errors import ConfigError, choice_error
 from ..topology import Topology, topology_from_config
 from .run_data import load_dataset
 from .validate import MAX_STEP, _number, check_plain
-from ..algorithms.d2 import D2
+from ..algorithms.d2 import topology_gamma as d2_topology_gamma
 from .run_dir import check_run_name
 from ..topology.graphs import MAX_NODES
 
 
 def resolve_algorithm_defaults(cfg: TrainConfig) -> dict[str, object]:
     """Fill the options ``cfg`` leaves null from the algorithm's
-    :attr:`~decent8.algorithms.base.Algorithm.defaults` (an algorithm's documented good
+    :attr:`~decent8.algorithms.AlgorithmInfo.defaults` (an algorithm's documented good
     settings are what a plain ``decent8 train algorithm=NAME`` uses; a value the user sets
     always wins), in ``cfg`` — an editable copy under resolution; returns
     ``{option: value}`` of those filled."""
-    table = dict(algorithm_class(cfg.algorithm.name).defaults)
+    table = dict(algorithm_info(cfg.algorithm.name).defaults)
     filled: dict[str, object] = {}
     for option, value in table.items():
         group, name = option.split(".")
@@ -72,15 +72,15 @@ def default_gamma(algorithm: str, compression: str, ratio: float, optimizer: str
     and γ 0.02 fell to 56 % at one chunk size; at lr 0.05, γ 0.02 trains to ≥ 95 % on two
     irregular digraphs for every seed and chunk size tried (docs/results/defaults.md).
     """
-    gamma = algorithm_class(algorithm).default_gamma(compressor_class(compression), ratio, push_sum)
+    gamma = algorithm_info(algorithm).default_gamma(compressor_class(compression), ratio, push_sum)
     if optimizer == "qgm" and gamma < 1.0:
         gamma *= 1.0 - float(momentum)
     return round(gamma, 10)
 
 
 def d2_default_gamma(topology: Topology) -> float:
-    """D²'s γ when ``algorithm.gamma`` is null (:meth:`decent8.algorithms.d2.D2.topology_gamma`)."""
-    return D2.topology_gamma(topology)
+    """D²'s γ when ``algorithm.gamma`` is null (:func:`decent8.algorithms.d2.topology_gamma`)."""
+    return d2_topology_gamma(topology)
 
 
 def default_lr(push_sum: bool, gamma: float) -> float:
@@ -134,7 +134,7 @@ def text_model_name(cfg: TrainConfig, dataset: ArrayDataset) -> str:
 
 def is_resolved(cfg: TrainConfig) -> bool:
     """True when nothing in ``cfg`` is left to the defaults (γ, lr and the algorithm's options set)."""
-    table = algorithm_class(cfg.algorithm.name).defaults
+    table = algorithm_info(cfg.algorithm.name).defaults
     c = cfg.compression
     return (cfg.algorithm.gamma is not None and cfg.optimizer.lr is not None
             and c.wire == resolve_wire(c.name, cfg.precision, c.wire, c.value_bits)
@@ -156,12 +156,12 @@ def resolve_with_defaults(cfg: TrainConfig, dataset: ArrayDataset | None = None,
         cfg.model.name = text_model_name(cfg, dataset)
     if topology is None:
         topology = topology_from_config(cfg.topology, cfg.nodes, cfg.seed)
-    algorithm_type = algorithm_class(cfg.algorithm.name)
-    push_sum = algorithm_type.resolve_push_sum(cfg.algorithm.push_sum, topology.is_doubly_stochastic)
+    info = algorithm_info(cfg.algorithm.name)
+    push_sum = info.resolve_push_sum(cfg.algorithm.name, cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     c = cfg.compression
     c.wire = resolve_wire(c.name, cfg.precision, c.wire, c.value_bits)   # config.yaml: the concrete wire
     if cfg.algorithm.gamma is None:
-        by_topology = algorithm_type.topology_gamma(topology)
+        by_topology = info.topology_gamma(topology)
         if by_topology is not None:   # D²: γ from the graph (recorded like an algorithm default)
             cfg.algorithm.gamma = defaults["algorithm.gamma"] = by_topology
         else:
