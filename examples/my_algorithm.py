@@ -21,7 +21,6 @@ from decent8.algorithms import ChocoSGD
 
 class MyAlgorithm(ChocoSGD):
     name = "periodic_gossip"
-    display_name = "Periodic gossip"
     params = {"period": 4}          # H, local steps per gossip round: algorithm.params.period=H
 
     def step(self, z: torch.Tensor, step: int) -> None:

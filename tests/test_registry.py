@@ -24,9 +24,9 @@ FILES = {
     # a new algorithm: D-PSGD that moves half way to the neighbour average (x ← x½ + γ/2 (W x½ − x½))
     "half_dpsgd.py": '''
         import decent8
-        from decent8.algorithms import DPSGD
+        from decent8.algorithms import DPSGD, AlgorithmInfo
 
-        @decent8.register("algorithm", "half_dpsgd")    # no info record: the gossip family's
+        @decent8.register("algorithm", "half_dpsgd", info=AlgorithmInfo())   # a gossip algorithm that may compress
         class HalfDPSGD(DPSGD):
             name = "half_dpsgd"
 

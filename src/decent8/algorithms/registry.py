@@ -7,7 +7,8 @@ so a new built-in algorithm is one new file. A user's algorithm is named by its 
 path, ``algorithm=pkg.module:Class`` (imported like ``model=pkg.module:factory``, and on
 ``--resume`` only when named again: :mod:`decent8.train.resume_trust`), or registered
 with ``decent8.register("algorithm", "name", info=AlgorithmInfo(…))``; one registered
-without a record, or named by import path, gets its family's (:func:`.info.family_info`).
+without a record, or named by import path, gets its nearest registered base class's record
+without the display name, else its family's (:func:`info_of`).
 This module imports without torch.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..config import DEFAULT_ALGORITHM
 from ..errors import ConfigError
 from ..registry import algorithms
-from .info import AlgorithmInfo, family_info
+from .info import AlgorithmInfo, family_info, replace
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Algorithm
@@ -44,12 +45,15 @@ def _record(entry_info: dict, name: str) -> AlgorithmInfo | None:
 
 
 def info_of(cls: type) -> AlgorithmInfo:
-    """The record ``cls`` is registered with, or its family's (:func:`.info.family_info`)."""
-    for name, entry in algorithms.items():
-        if entry.obj is cls:
-            info = _record(entry.info, name)
-            if info is not None:
-                return info
+    """The record ``cls`` is registered with; for a class registered without one (or named by
+    import path) the record of its nearest registered base class without the display name (a
+    subclass of Choco-SGD keeps Choco's facts, not its name), else its family's
+    (:func:`.info.family_info`)."""
+    records = {id(e.obj): _record(e.info, n) for n, e in algorithms.items()}
+    for klass in cls.__mro__:
+        info = records.get(id(klass))
+        if info is not None:
+            return info if klass is cls else replace(info, display_name="")
     return family_info(cls)
 
 
