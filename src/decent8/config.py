@@ -141,7 +141,7 @@ class CompressionConfig(Options):
 class OptimizerConfig(Options):
     kind: str = "local"             # local Nesterov momentum | qgm (quasi-global momentum) | adam | adamw (local, per node)
     lr: Optional[float] = None      # null: 0.1; 0.05 under push-sum with compressed gossip (train.build.default_lr)
-    momentum: Optional[float] = None  # null: the algorithm's default (Algorithm.defaults: 0.9; marsit 0)
+    momentum: Optional[float] = None  # null: the algorithm's default (AlgorithmInfo.defaults: 0.9; marsit 0)
     nesterov: bool = True
     weight_decay: float = 1e-4
     schedule: str = "step"          # step | cosine | constant | onecycle (optim/schedule.py)
