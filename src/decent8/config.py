@@ -128,13 +128,11 @@ class AlgorithmConfig(Options):
 @dataclass
 class CompressionConfig(Options):
     name: str = "topk"
-    ratio: float = 0.99             # fraction of entries dropped (top-k, random-k)
-    value_bits: int = 32            # top-k values in 32 or 8 bits
-    bits: int = 8                   # quantize
-    index_dtype: str = "auto"       # auto | int16 | int32
-    stochastic: bool = False        # stochastic rounding in `quantize`
     wire: str = "auto"              # auto | fp32 | int8: values on the wire (auto: int8 at precision=int8; compression/wire.py)
-    params: dict[str, Any] = field(default_factory=dict)  # other keyword arguments of the compressor's class (compression.<kwarg>=value)
+    # the compressor's constructor keyword arguments, set as compression.<kwarg>=value (compression.ratio=0.9,
+    # compression.value_bits=8, compression.index_dtype=int32, compression.bits, compression.stochastic, or a
+    # user compressor's own); the resolved config holds every one with its value (train/resolve.py)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -309,6 +307,13 @@ _GROUP_FIELDS = {f.name: tuple(g.name for g in dataclasses.fields(f.default_fact
 #: group that the schema does not have (``compression.my_opt=3``) is one of them, kept in
 #: ``group.params`` (checked against the component's signature: decent8.registry.construct)
 COMPONENT_GROUPS = ("algorithm", "compression", "topology")
+#: options a group's schema once had that are now constructor keyword arguments, with the values
+#: they stand for when not given: accepted for every component of the group (a stored config holds
+#: them all), given to a constructor that takes them and dropped for one that does not
+#: (decent8.compression.compressor_options)
+SHARED_OPTIONS: dict[str, dict[str, Any]] = {
+    "compression": {"ratio": 0.99, "value_bits": 32, "bits": 8, "index_dtype": "auto", "stochastic": False},
+}
 
 
 def _component_key(key: str) -> str:
@@ -610,7 +615,7 @@ def check_component_options(cfg: TrainConfig) -> None:
         entry = reg.registered(node.name) or reg.registered(node.name.strip().lower())
         if entry is None or takes_any_keyword(entry.obj):
             continue   # an unknown name is refused where it is built
-        fields = [f for f in _GROUP_FIELDS[group] if f != "params"]
+        fields = [f for f in _GROUP_FIELDS[group] if f != "params"] + list(SHARED_OPTIONS.get(group, ()))
         allowed = fields + [k for k in keyword_options(entry.obj, skip=1) if k not in fields]
         for key in node.params:
             if key not in allowed:

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from ..algorithms.registry import DEFAULT_ALGORITHM
-from ..config import TrainConfig, load_config
+from ..config import SHARED_OPTIONS, TrainConfig, load_config
 from ..cost.communication import TRAIN_SIZES
 from ..cost.energy import FP32_ADD_PJ, FP32_MULT_PJ, INT8_ADD_PJ, INT8_MULT_PJ, OpEnergy
 from ..cost.report import (cost_report, plot_report, rows_csv, table3, table3_markdown, table10, table10_markdown,
                            to_csv, to_markdown, to_text)
-from ..compression.wire import check_wire, resolve_wire
+from ..compression.wire import check_wire, resolve_wire, value_bits_of
 from ..errors import ConfigError
 from .common import format_table
 from ..plugins import read_as_data
@@ -152,7 +152,7 @@ def _run_wire(cfg: TrainConfig) -> str:
     c = cfg.compression
     wire = getattr(c, "wire", "auto")
     precision = getattr(cfg, "precision", "fp32")
-    return "auto" if wire == resolve_wire(c.name, precision, "auto", c.value_bits) else wire
+    return "auto" if wire == resolve_wire(c.name, precision, "auto", value_bits_of(c.params)) else wire
 
 
 def _settings(ns: argparse.Namespace) -> dict[str, Any]:
@@ -166,12 +166,12 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
         cfg = load_run_config(ns.run)
         if is_run_config(ns.run):
             refuse_named_code(cfg, ns)
-        t = cfg.topology
+        t, opts = cfg.topology, {**SHARED_OPTIONS["compression"], **cfg.compression.params}
         s.update(model=cfg.model.name, norm=cfg.model.norm, width=cfg.model.width, batch=cfg.data.batch_size,
                  dataset=cfg.data.name, image_size=cfg.data.image_size, algorithm=cfg.algorithm.name,
                  optimizer=cfg.optimizer.kind, nodes=cfg.nodes, topology=t.name, epochs=cfg.epochs,
-                 compression=cfg.compression.name, ratio=cfg.compression.ratio, value_bits=cfg.compression.value_bits,
-                 bits=cfg.compression.bits, index_dtype=cfg.compression.index_dtype, wire=_run_wire(cfg),
+                 compression=cfg.compression.name, ratio=opts["ratio"], value_bits=opts["value_bits"],
+                 bits=opts["bits"], index_dtype=opts["index_dtype"], wire=_run_wire(cfg),
                  precision=getattr(cfg, "precision", None),
                  topology_opts={"weights": t.weights, "rows": t.rows, "cols": t.cols, "path": t.path,
                                 "undirected": t.undirected, "time_varying": t.time_varying,

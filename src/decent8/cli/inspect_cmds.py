@@ -11,7 +11,7 @@ from ..data.registry import dataset_from_config
 from ..topology import topology_from_config
 from .train_cmd import split_args
 from ..algorithms import names_of
-from ..compression import COMPRESSORS
+from ..compression import COMPRESSORS, compressor_options
 from ..data.partition import PARTITIONS
 from ..data.registry import DATASETS
 from ..experiments.presets import list_presets
@@ -51,10 +51,20 @@ def catalogue() -> dict[str, list[str]]:
     }
 
 
+def compression_options() -> dict[str, str]:
+    """Compressor -> its options with their defaults (``ratio=0.99 index_dtype=auto``): the
+    keyword arguments of its constructor (``compression.<kwarg>=value``)."""
+    return {name: " ".join(f"{k}={v}" for k, v in compressor_options(name).items()) or "(none)"
+            for name in COMPRESSORS}
+
+
 def run_list(ns: argparse.Namespace) -> int:
     for group, names in catalogue().items():
         print(f"{group}:")
         print("  " + ("  ".join(names) if names else "(none)"))
+    print("compression options (compression.<kwarg>=value; the defaults):")
+    for name, options in compression_options().items():
+        print(f"  {name}: {options}")
     return 0
 
 

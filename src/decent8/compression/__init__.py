@@ -21,7 +21,9 @@ indices, every tensor ≤ 65536 elements) or 4 (int32).
 """
 from __future__ import annotations
 
-from ..errors import ConfigError, choice_error
+from typing import Any, Mapping
+
+from ..errors import ConfigError
 from ..layout import ParamLayout
 from .base import Compressor, TensorSpec
 from .identity import IdentityCompressor
@@ -31,10 +33,13 @@ from .randomk import RandomKCompressor
 from .sign import SignCompressor, pack_bits, unpack_bits
 from .topk import INDEX_DTYPES, SparseCompressor, TopKCompressor, check_ratio, keep_count
 
-from ..registry import compressors, construct
+from ..config import SHARED_OPTIONS
+from ..registry import check_options, compressors, construct, keyword_options
 
-#: the compression group's typed options, given to a compressor whose constructor names them
-OPTIONS = ("ratio", "value_bits", "bits", "index_dtype", "stochastic")
+#: option names every compressor accepts (the compression group's former fields) -> the value
+#: they stand for when not given: given to a compressor whose constructor takes them, dropped
+#: for one that does not
+OPTIONS: dict[str, Any] = SHARED_OPTIONS["compression"]
 
 
 def __getattr__(name: str):
@@ -62,39 +67,58 @@ def _key(name: object) -> object:
     return name
 
 
+def compressor_options(name: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The keyword arguments compressor ``name`` (a registered name, an alias or a user's
+    ``pkg.module:Class``) is built with: ``given`` (``compression.<kwarg>=value``) checked against
+    its constructor's signature and type hints (:func:`decent8.registry.check_options`), its
+    fixed ones (``topk_int8``: ``value_bits=8``), and defaults for the rest: the value of
+    :data:`OPTIONS` for those names (``ratio`` 0.99 …), else the signature's. The names of
+    :data:`OPTIONS` its constructor does not take are dropped (``compression.ratio`` for
+    ``identity``: every stored config holds them all). What the resolved config records."""
+    entry = compressors.entry(_key(name))
+    takes = keyword_options(entry.obj, skip=1)
+    given = {k: v for k, v in (given or {}).items() if k in takes or k not in OPTIONS}
+    what = f"compression={entry.name}"
+    options = {**check_options(entry.obj, given, "compression", what, skip=1), **entry.info.get("fixed", {})}
+    out: dict[str, Any] = {}
+    for key, param in takes.items():   # in the signature's order (config.yaml)
+        if key in options:
+            out[key] = options[key]
+        elif key in OPTIONS:
+            out[key] = OPTIONS[key]
+        elif param.default is not param.empty:
+            out[key] = param.default
+    return {**out, **{k: v for k, v in options.items() if k not in out}}
+
+
 def make_compressor(
     name: str,
     layout: ParamLayout,
-    ratio: float = 0.99,
-    value_bits: int = 32,
-    bits: int = 8,
-    index_dtype: str = "auto",
-    stochastic: bool = False,
-    params: dict | None = None,
+    ratio: float | None = None,
+    value_bits: int | None = None,
+    bits: int | None = None,
+    index_dtype: str | None = None,
+    stochastic: bool | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> Compressor:
     """Build a compressor by name (``decent8 list``; a registered name, an alias or a user's
-    ``pkg.module:Class``) as ``Class(layout, **options)``: the options below that its
-    constructor names, and ``params`` (``compression.<kwarg>=value``), each checked against
-    its signature and type hints (:func:`decent8.registry.construct`).
+    ``pkg.module:Class``) as ``Class(layout, **options)``, the options of
+    :func:`compressor_options`: ``params`` (``compression.<kwarg>=value``) and the named ones
+    below where given.
 
-    ``ratio`` (fraction dropped, ``[0, 1)``), ``value_bits`` (8 or 32) and
+    ``ratio`` (fraction dropped, ``[0, 1)``; default 0.99), ``value_bits`` (8 or 32) and
     ``index_dtype`` (auto/int16/int32) are for the sparse ones (``topk_int8`` forces
     ``value_bits=8``); ``bits`` and ``stochastic`` (stochastic rounding) for
     ``quantize``. Bad values raise :class:`~decent8.errors.ConfigError`.
     """
+    named = dict(ratio=ratio, value_bits=value_bits, bits=bits, index_dtype=index_dtype, stochastic=stochastic)
+    given = {**{k: v for k, v in named.items() if v is not None}, **dict(params or {})}
     entry = compressors.entry(_key(name))
-    config = dict(ratio=ratio, value_bits=value_bits, bits=bits, index_dtype=index_dtype, stochastic=stochastic)
     if entry.builtin:
-        ratio = check_ratio(ratio)
-        if isinstance(value_bits, bool) or value_bits not in (8, 32):
-            raise ConfigError("compression.value_bits", f"must be 8 or 32, got {value_bits!r}")
-        if index_dtype not in INDEX_DTYPES:
-            raise choice_error("compression.index_dtype", index_dtype, INDEX_DTYPES)
-        config.update(ratio=ratio, **entry.info.get("fixed", {}))
-        return construct(entry.obj, layout, given=params, config=config, group="compression",
+        return construct(entry.obj, layout, given=compressor_options(name, given), group="compression",
                          what=f"compression={entry.name}")
     try:
-        return construct(entry.obj, layout, given=params, config=config, group="compression",
+        return construct(entry.obj, layout, given=compressor_options(name, given), group="compression",
                          what=f"compression={name}")
     except ConfigError:
         raise
@@ -108,7 +132,7 @@ def user_compressor(path: str, layout: ParamLayout, **options) -> Compressor:
 
 
 __all__ = [
-    "ALIASES", "CLASSES", "OPTIONS", "compressor_class", "user_compressor",
+    "ALIASES", "CLASSES", "OPTIONS", "compressor_class", "compressor_options", "user_compressor",
     "COMPRESSORS",
     "Compressor",
     "IdentityCompressor",

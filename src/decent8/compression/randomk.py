@@ -36,7 +36,7 @@ class RandomKCompressor(SparseCompressor):
         return max(1.0 - ratio, 1e-3)
     stochastic = True
 
-    def __init__(self, layout: ParamLayout, ratio: float, index_dtype: str = "auto") -> None:
+    def __init__(self, layout: ParamLayout, ratio: float = 0.99, index_dtype: str = "auto") -> None:
         super().__init__(layout, ratio, index_dtype)
 
     def spec(self) -> dict[str, TensorSpec]:

@@ -154,7 +154,7 @@ class SparseCompressor(Compressor):
     or set :attr:`by_magnitude` (the scores are |x|).
     """
 
-    def __init__(self, layout: ParamLayout, ratio: float, index_dtype: str = "auto") -> None:
+    def __init__(self, layout: ParamLayout, ratio: float = 0.99, index_dtype: str = "auto") -> None:
         super().__init__(layout)
         self.ratio = check_ratio(ratio)
         self.keep: list[int] = [keep_count(n, self.ratio) for n in layout.numels]
@@ -308,7 +308,7 @@ class TopKCompressor(SparseCompressor):
         return min(1.0, max(scale * (1.0 - ratio), 1e-3))
 
     def __init__(
-        self, layout: ParamLayout, ratio: float, value_bits: int = 32, index_dtype: str = "auto"
+        self, layout: ParamLayout, ratio: float = 0.99, value_bits: int = 32, index_dtype: str = "auto"
     ) -> None:
         super().__init__(layout, ratio, index_dtype)
         if isinstance(value_bits, bool) or value_bits not in (8, 32):

@@ -17,7 +17,7 @@ and the simulated clock all go through :func:`wire_compression`.
 """
 from __future__ import annotations
 
-from ..config import WIRES
+from ..config import SHARED_OPTIONS, WIRES
 from ..errors import ConfigError, choice_error
 
 #: the fp32 wire format → its 8-bit counterpart
@@ -57,6 +57,12 @@ def resolve_wire(name: str, precision: str, wire: str = "auto", value_bits: int 
     return wire
 
 
+def value_bits_of(params: dict) -> int:
+    """``compression.value_bits`` of a config's compressor options (``compression.params``;
+    32 when not given)."""
+    return params.get("value_bits", SHARED_OPTIONS["compression"]["value_bits"])
+
+
 def wire_compression(name: str, precision: str, wire: str = "auto", value_bits: int = 32) -> str:
     """The compressor actually used (module docstring): the 8-bit counterpart of ``name``
     when its wire resolves to ``int8``, ``name`` otherwise."""
@@ -65,4 +71,4 @@ def wire_compression(name: str, precision: str, wire: str = "auto", value_bits: 
     return name
 
 
-__all__ = ["INT8_WIRE", "WIRES", "check_wire", "resolve_wire", "wire_compression"]
+__all__ = ["INT8_WIRE", "WIRES", "check_wire", "resolve_wire", "value_bits_of", "wire_compression"]

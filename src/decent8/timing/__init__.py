@@ -34,7 +34,7 @@ from ..algorithms import algorithm_info
 from ..topology.graphs import DENSE_MAX_NODES
 from ..comm.placement import make_placement
 from ..compression import make_compressor
-from ..compression.wire import wire_compression
+from ..compression.wire import value_bits_of, wire_compression
 
 
 # Building a model to count it initialises its layers from the global torch RNG, which
@@ -158,9 +158,8 @@ def make_timer(cfg, topology, comm: Communicator, compressor, dim: int, faults: 
     if as_model is not None:
         ref = _reference_layout(as_model, cfg.precision)
         c = cfg.compression
-        ref_comp = make_compressor(wire_compression(c.name, cfg.precision, c.wire, c.value_bits), ref, ratio=c.ratio,
-                                   value_bits=c.value_bits, bits=c.bits, index_dtype=c.index_dtype,
-                                   stochastic=c.stochastic)
+        ref_comp = make_compressor(wire_compression(c.name, cfg.precision, c.wire, value_bits_of(c.params)), ref,
+                                   params=dict(c.params))
         message_scale = ref_comp.nbytes() / compressor.nbytes()
         ring_scale = ref.dim / dim
 

@@ -22,7 +22,7 @@ from ..compression.base import Compressor
 from ..compression.payload import Payload
 from .. import user_code
 from ..plugins import is_import_path
-from ..compression.wire import INT8_WIRE, wire_compression  # noqa: F401  (re-exported: train.build.wire_compression)
+from ..compression.wire import INT8_WIRE, value_bits_of, wire_compression  # noqa: F401  (re-exported: train.build.wire_compression)
 from ..config import TrainConfig, is_frozen
 from ..cost.memory import RunMemory, run_memory
 from ..data.dataset import ArrayDataset
@@ -143,7 +143,7 @@ def estimate_memory(cfg: TrainConfig, parameters: int, local_nodes: int, edge_sl
     wire compressor (:func:`decent8.cost.memory.run_memory`); ``edge_slots``: the in-edge slots
     of a run with per-edge mixing (:func:`decent8.train.byzantine.edge_slots`)."""
     c, o = cfg.compression, cfg.optimizer
-    wire = c.name if is_import_path(c.name) else wire_compression(c.name, cfg.precision, c.wire, c.value_bits)
+    wire = c.name if is_import_path(c.name) else wire_compression(c.name, cfg.precision, c.wire, value_bits_of(c.params))
     return run_memory(parameters, local_nodes, cfg.algorithm.name, o.kind, wire, momentum=o.momentum or 0.0,
                       weight_decay=o.weight_decay, checkpoint=cfg.checkpoint, edge_slots=edge_slots)
 
@@ -332,9 +332,8 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     x0 = model.flat_parameters()
 
     c = cfg.compression
-    wire = wire_compression(c.name, cfg.precision, c.wire, c.value_bits)
-    compressor = make_compressor(wire, model.layout, ratio=c.ratio, value_bits=c.value_bits, bits=c.bits,
-                                 index_dtype=c.index_dtype, stochastic=c.stochastic, params=dict(c.params))
+    wire = wire_compression(c.name, cfg.precision, c.wire, value_bits_of(c.params))
+    compressor = make_compressor(wire, model.layout, params=dict(c.params))
     if is_import_path(c.name):   # a user's compressor: checked at its boundary, probed before any run folder
         compressor = checked_user_compressor(compressor, c.name, x0)
     gamma = float(cfg.algorithm.gamma)   # resolved (resolve.py: the default, or the topology's for D²)

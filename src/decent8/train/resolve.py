@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from ..algorithms import algorithm_class, algorithm_info
 from ..algorithms.allreduce import RESETS
-from ..compression import compressor_class
-from ..compression.wire import resolve_wire, wire_compression
+from ..compression import OPTIONS, compressor_class, compressor_options
+from ..compression.wire import resolve_wire, value_bits_of, wire_compression
+from ..plugins import is_import_path
 from ..config import TrainConfig, freeze, is_frozen, thaw
 from ..data.dataset import ArrayDataset
 from ..errors import ConfigError, choice_error
@@ -132,12 +133,25 @@ def text_model_name(cfg: TrainConfig, dataset: ArrayDataset) -> str:
     return cfg.model.name
 
 
+def resolved_compression(c, precision: str) -> tuple[str, dict]:
+    """The concrete ``compression.wire`` and the compressor's keyword arguments
+    (:func:`~decent8.compression.compressor_options` of the compressor on that wire:
+    ``compression.<kwarg>=value`` with every other one at its default, as config.yaml records
+    them). A user's compressor (``pkg.module:Class``) keeps the options as given: its module is
+    imported when the run builds it."""
+    wire = resolve_wire(c.name, precision, c.wire, value_bits_of(c.params))
+    if is_import_path(c.name):
+        return wire, dict(c.params)
+    return wire, compressor_options(wire_compression(c.name, precision, wire, value_bits_of(c.params)), c.params)
+
+
 def is_resolved(cfg: TrainConfig) -> bool:
-    """True when nothing in ``cfg`` is left to the defaults (γ, lr and the algorithm's options set)."""
+    """True when nothing in ``cfg`` is left to the defaults (γ, lr, the compressor's and the
+    algorithm's options set)."""
     table = algorithm_info(cfg.algorithm.name).defaults
     c = cfg.compression
     return (cfg.algorithm.gamma is not None and cfg.optimizer.lr is not None
-            and c.wire == resolve_wire(c.name, cfg.precision, c.wire, c.value_bits)
+            and resolved_compression(c, cfg.precision) == (c.wire, dict(c.params))
             and all(getattr(getattr(cfg, o.split(".")[0]), o.split(".")[1]) is not None for o in table))
 
 
@@ -159,13 +173,14 @@ def resolve_with_defaults(cfg: TrainConfig, dataset: ArrayDataset | None = None,
     info = algorithm_info(cfg.algorithm.name)
     push_sum = info.resolve_push_sum(cfg.algorithm.name, cfg.algorithm.push_sum, topology.is_doubly_stochastic)
     c = cfg.compression
-    c.wire = resolve_wire(c.name, cfg.precision, c.wire, c.value_bits)   # config.yaml: the concrete wire
+    c.wire, c.params = resolved_compression(c, cfg.precision)   # config.yaml: the concrete wire and options
     if cfg.algorithm.gamma is None:
         by_topology = info.topology_gamma(topology)
         if by_topology is not None:   # D²: γ from the graph (recorded like an algorithm default)
             cfg.algorithm.gamma = defaults["algorithm.gamma"] = by_topology
         else:
-            cfg.algorithm.gamma = default_gamma(cfg.algorithm.name, wire_compression(c.name, cfg.precision, c.wire, c.value_bits), c.ratio,
+            wire = wire_compression(c.name, cfg.precision, c.wire, value_bits_of(c.params))
+            cfg.algorithm.gamma = default_gamma(cfg.algorithm.name, wire, c.params.get("ratio", OPTIONS["ratio"]),
                                                 cfg.optimizer.kind, cfg.optimizer.momentum, push_sum)
     if cfg.optimizer.lr is None:
         cfg.optimizer.lr = defaults["optimizer.lr"] = default_lr(push_sum, cfg.algorithm.gamma)

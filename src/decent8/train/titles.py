@@ -33,7 +33,7 @@ def config_title(cfg: Any) -> str:
     except Exception:   # a user's algorithm by import path
         head = algo
     head = head.split(":")[-1]
-    comp = compression_text(cfg.compression.name, getattr(cfg.compression, "ratio", None))
+    comp = compression_text(cfg.compression.name, cfg.compression.params.get("ratio"))
     model = str(cfg.model.name).split(":")[-1]
     prec = " (8-bit)" if getattr(cfg, "precision", "fp32") == "int8" else ""
     return (f"{head}, {comp} · {str(cfg.topology.name).split(':')[-1].replace('_', ' ')}, {cfg.nodes} nodes, "
