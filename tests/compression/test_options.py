@@ -31,8 +31,10 @@ def test_the_schema_has_no_field_of_one_compressor():
     (["compression.ratio=0.9"], "topk", {"ratio": 0.9, "value_bits": 32, "index_dtype": "auto"}),
     (["compression.ratio=0"], "topk", {"ratio": 0.0, "value_bits": 32, "index_dtype": "auto"}),   # an int read as float
     (["compression=identity", "compression.ratio=0.5"], "identity", {}),           # not identity's: dropped
-    (["precision=int8"], "topk", {"ratio": 0.99, "value_bits": 8, "index_dtype": "auto"}),  # the 8-bit wire
-    (["compression=identity", "precision=int8"], "identity", {"bits": 8, "stochastic": False}),   # quantize's
+    (["precision=int8"], "topk", {"ratio": 0.99, "value_bits": 32, "index_dtype": "auto"}),  # topk_int8 on the wire
+    (["compression=identity", "precision=int8"], "identity", {}),
+    (["compression=identity", "precision=int8", "compression.stochastic=true", "compression.ratio=0.5"], "identity",
+     {"stochastic": True}),                                       # what quantize, its 8-bit wire, takes
     (["compression=randomk", "compression.index_dtype=int32"], "randomk", {"ratio": 0.99, "index_dtype": "int32"}),
     (["compression=quantize", "compression.stochastic=true"], "quantize", {"bits": 8, "stochastic": True}),
 ])
@@ -86,7 +88,7 @@ def test_every_stored_config_resolves_to_the_options_it_ran_with():
         if old.get("wire") in ("fp32", "int8", "auto") and "wire" in old:
             assert wire == old["wire"], f
         for key in OPTIONS:
-            if key in params and key in old and not (key == "value_bits" and wire == "int8"):
+            if key in params and key in old:
                 assert params[key] == old[key], (f, key)
 
 

@@ -17,6 +17,7 @@ from ..algorithms.allreduce import RESETS
 from ..compression import OPTIONS, compressor_class, compressor_options
 from ..compression.wire import resolve_wire, value_bits_of, wire_compression
 from ..plugins import is_import_path
+from ..registry import keyword_options
 from ..config import TrainConfig, freeze, is_frozen, thaw
 from ..data.dataset import ArrayDataset
 from ..errors import ConfigError, choice_error
@@ -134,15 +135,21 @@ def text_model_name(cfg: TrainConfig, dataset: ArrayDataset) -> str:
 
 
 def resolved_compression(c, precision: str) -> tuple[str, dict]:
-    """The concrete ``compression.wire`` and the compressor's keyword arguments
-    (:func:`~decent8.compression.compressor_options` of the compressor on that wire:
-    ``compression.<kwarg>=value`` with every other one at its default, as config.yaml records
-    them). A user's compressor (``pkg.module:Class``) keeps the options as given: its module is
-    imported when the run builds it."""
+    """The concrete ``compression.wire`` and the keyword arguments of the named compressor
+    (:func:`~decent8.compression.compressor_options`: ``compression.<kwarg>=value`` with every
+    other one at its default, as config.yaml records them), plus the group's shared options
+    given for its 8-bit counterpart on an int8 wire (``compression=identity
+    compression.stochastic=true`` at ``precision=int8``: quantize's). A user's compressor
+    (``pkg.module:Class``) keeps the options as given: its module is imported when the run
+    builds it."""
     wire = resolve_wire(c.name, precision, c.wire, value_bits_of(c.params))
     if is_import_path(c.name):
         return wire, dict(c.params)
-    return wire, compressor_options(wire_compression(c.name, precision, wire, value_bits_of(c.params)), c.params)
+    options = compressor_options(c.name, c.params)
+    on_wire = wire_compression(c.name, precision, wire, value_bits_of(c.params))
+    takes = keyword_options(compressor_class(on_wire), skip=1)
+    options.update({k: v for k, v in c.params.items() if k in OPTIONS and k not in options and k in takes})
+    return wire, options
 
 
 def is_resolved(cfg: TrainConfig) -> bool:
