@@ -69,6 +69,10 @@ def test_plan_only_registers_the_grid_and_parts_fill_it(tmp_path, capsys):
     cfg.write_text(cfg.read_text().replace("root: null", "root: /elsewhere/digits")
                    .replace("eval_batch_size: 1024", "eval_batch_size: 128"))  # how it ran, not what
     assert "root: /elsewhere/digits" in cfg.read_text() and "eval_batch_size: 128" in cfg.read_text()
+    # ... and written before compression.wire existed (auto: the wire that run used)
+    text = cfg.read_text()
+    cfg.write_text("".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith("  wire:")))
+    assert "wire:" in text and "wire:" not in cfg.read_text()
     capsys.readouterr()
     assert main([*base, "skew=0", "seed=0"]) == 0
     assert "done already, skipped" in capsys.readouterr().out

@@ -37,6 +37,7 @@ from ..errors import ConfigError, TrainingError
 from ..text_table import format_table, human_bytes
 from ..train.build import build
 from ..train.loop import train
+from ..train.resolve import resolve
 from ..train.resume_trust import code_options
 from ..train.run_dir import (CHECKPOINT, CONFIG, STALE_AFTER_S, SUMMARY, atomic_write_text, check_run_name,
                              foreign_entries, remove_own_folder, remove_stale_temporaries)
@@ -83,12 +84,15 @@ _IGNORED = EXECUTION_OPTIONS | {"data.root", "data.cache_dir"}
 
 
 def check_existing(run_dir: Path, cfg) -> None:
-    """A cell folder left by an earlier sweep must hold the same config, or the sweep stops."""
+    """A cell folder left by an earlier sweep must hold the same config, or the sweep stops.
+    Its config.yaml is resolved as the cell's is (``cfg``), so a folder written before an option
+    existed, or under its older spelling, compares by what it ran (a missing
+    ``compression.wire`` is ``auto``, resolved to the wire that run used)."""
     f = run_dir / CONFIG
     if not f.is_file():
         return
     try:
-        old = flatten(to_dict(from_dict(yaml.safe_load(f.read_text()))))
+        old = flatten(to_dict(resolve(from_dict(yaml.safe_load(f.read_text())))))
     except (ConfigError, yaml.YAMLError):
         old = None
     new = flatten(to_dict(cfg))
