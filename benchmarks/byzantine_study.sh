@@ -38,5 +38,6 @@ for gss in "torus 0 2" "ring 0 1" "ring 0 2" "er 0 0" "er 0 1" "er 0 2"; do
 done
 for part in "byz=0 attack=none" "byz=4 attack=sign_flip,dissensus" "byz=8 attack=sign_flip,dissensus"; do
   /usr/bin/time -a -o $TIMES -f "mnist64 $part: %U user %S sys %e wall" \
-    decent8 sweep paper/byzantine_mnist64 out_dir=docs/results --name byzantine_mnist64 --quiet $part
+    decent8 sweep paper/byzantine_mnist64 out_dir=docs/results --name byzantine_mnist64 --quiet \
+      data.root="${MNIST:-../shared/data/mnist/rasbt-mnist-pngs.tar.gz}" $part
 done
