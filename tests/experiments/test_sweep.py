@@ -80,3 +80,30 @@ def test_plan_only_registers_the_grid_and_parts_fill_it(tmp_path, capsys):
     cfg.write_text(cfg.read_text().replace("nodes: 4", "nodes: 5"))
     assert main([*base, "skew=0", "seed=0"]) == 2
     assert "different config" in capsys.readouterr().err
+
+
+def test_a_cell_folder_naming_another_module_is_refused_without_importing_it(tmp_path, monkeypatch, capsys):
+    """A cell's stored config.yaml is resolved (which imports what it names) only when it names
+    the cell's own import paths: a module planted in a stored config is never imported."""
+    import yaml
+
+    (tmp_path / "planted_algo.py").write_text(
+        f"open({str(tmp_path / 'IMPORTED')!r}, 'w').write('x')\n"
+        "from decent8.algorithms.dpsgd import DPSGD\n\nclass X(DPSGD):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = ["sweep", *FAST, "nodes=4", f"out_dir={tmp_path}", "--name", "sw", "skew=0,0.5"]
+    assert main([*base, "--plan-only"]) == 0
+    cell = json.loads((tmp_path / "sw" / "sweep.json").read_text())["cells"][0]["name"]
+    from decent8.config import load_config, to_dict
+    from decent8.train.resolve import resolve
+    stored = to_dict(resolve(load_config(None, [*FAST, "nodes=4", "skew=0", f"out_dir={tmp_path / 'sw'}",
+                                                f"name={cell}"])))   # the cell's own config, but for:
+    stored["algorithm"]["name"] = "planted_algo:X"
+    (tmp_path / "sw" / cell).mkdir()
+    (tmp_path / "sw" / cell / "config.yaml").write_text(yaml.safe_dump(stored))
+    capsys.readouterr()
+    for start in (["--dry-run"], ["--quiet"]):
+        assert main([*base, *start]) == 2
+        err = capsys.readouterr().err
+        assert "different config" in err and "algorithm.name" in err
+    assert not (tmp_path / "IMPORTED").exists()

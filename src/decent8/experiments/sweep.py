@@ -87,15 +87,20 @@ def check_existing(run_dir: Path, cfg) -> None:
     """A cell folder left by an earlier sweep must hold the same config, or the sweep stops.
     Its config.yaml is resolved as the cell's is (``cfg``), so a folder written before an option
     existed, or under its older spelling, compares by what it ran (a missing
-    ``compression.wire`` is ``auto``, resolved to the wire that run used)."""
+    ``compression.wire`` is ``auto``, resolved to the wire that run used). It is resolved only
+    when it names the cell's own import paths (``pkg.module:name``): resolving imports them, and
+    a module named only in a file on disk is never imported."""
     f = run_dir / CONFIG
     if not f.is_file():
         return
+    new = flatten(to_dict(cfg))
     try:
-        old = flatten(to_dict(resolve(from_dict(yaml.safe_load(f.read_text())))))
+        stored = yaml.safe_load(f.read_text())
+        old = flatten(to_dict(from_dict(stored)))
+        if all(new.get(k) == v for k, v in old.items() if isinstance(v, str) and ":" in v and k not in _IGNORED):
+            old = flatten(to_dict(resolve(from_dict(stored))))
     except (ConfigError, yaml.YAMLError):
         old = None
-    new = flatten(to_dict(cfg))
     diff = [k for k in new if k not in _IGNORED and (old is None or old.get(k) != new[k])]
     if diff:
         raise ConfigError("name", f"{str(run_dir)!r} already holds a run of this cell with a different config "
