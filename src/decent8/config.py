@@ -103,15 +103,12 @@ class QuantConfig(Options):
 @dataclass
 class TopologyConfig(Options):
     name: str = "directed_ring"
-    weights: str = "uniform"        # uniform (column-stochastic) | metropolis (doubly stochastic)
-    rows: Optional[int] = None      # torus
-    cols: Optional[int] = None
-    path: Optional[str] = None      # edge_list
-    undirected: bool = False
-    time_varying: bool = False      # exponential, hypercube: one peer per step
-    # --- per-round random graphs and Base-(k+1) graphs
-    degree: Optional[float] = None  # erdos_renyi: expected degree (null: 4); random_k_out: k (null: 1); base: max degree k (null: 1)
-    params: dict[str, Any] = field(default_factory=dict)  # other keyword arguments of the topology's function (topology.<kwarg>=value)
+    weights: str = "uniform"        # uniform (column-stochastic) | metropolis (doubly stochastic): W of every graph
+    # the topology function's keyword arguments, set as topology.<kwarg>=value (topology.rows=4 for torus,
+    # topology.path and topology.undirected for edge_list, topology.time_varying for exponential and hypercube,
+    # topology.degree for erdos_renyi, random_k_out and base, or a user topology's own); the resolved config
+    # holds every one with its value (decent8.topology.topology_options)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -121,8 +118,9 @@ class AlgorithmConfig(Options):
     push_sum: str = "auto"          # auto | true | false
     consensus_rounds: int = 51      # gossip-only rounds after training (the paper's code: 51)
     consensus: str = "compressed"   # compressed (the algorithm's own round, the paper's code) | exact (x ← W x, fp32)
-    mu: Optional[float] = None      # gut, qg_gutm: tracking scale μ in [0, 1] (null: the algorithm's default)
-    params: dict[str, Any] = field(default_factory=dict)  # a user algorithm's own options (its `params`; docs/extending.md)
+    # the algorithm's own constructor keyword arguments (algorithm.mu=0.3 for gut and qg_gutm) and a user
+    # algorithm's declared `params`, set as algorithm.<name>=value (docs/extending.md)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -309,10 +307,17 @@ _GROUP_FIELDS = {f.name: tuple(g.name for g in dataclasses.fields(f.default_fact
 COMPONENT_GROUPS = ("algorithm", "compression", "topology")
 #: options a group's schema once had that are now constructor keyword arguments, with the values
 #: they stand for when not given: accepted for every component of the group (a stored config holds
-#: them all), given to a constructor that takes them and dropped for one that does not
-#: (decent8.compression.compressor_options)
+#: them all) and given to a constructor that takes them. For one that does not take it, an option at
+#: this value is dropped; set to another value, a compressor drops it too (decent8.compression.
+#: compressor_options: a compressor's options describe one wire, and every compressor is one choice of
+#: it), while a topology or an algorithm refuses it in one line (topology.rows=4 for topology=ring is
+#: a mistake: decent8.topology.topology._check_applies; algorithm.mu=0.5 for algorithm=dpsgd:
+#: decent8.algorithms.base.Algorithm.split_params)
 SHARED_OPTIONS: dict[str, dict[str, Any]] = {
     "compression": {"ratio": 0.99, "value_bits": 32, "bits": 8, "index_dtype": "auto", "stochastic": False},
+    "topology": {"rows": None, "cols": None, "path": None, "undirected": False, "time_varying": False,
+                 "degree": None},
+    "algorithm": {"mu": None},
 }
 
 
@@ -370,6 +375,18 @@ def _normalize_groups(raw: dict[str, Any], notice: bool = True) -> dict[str, Any
         if g in COMPONENT_GROUPS and isinstance(out.get(g), dict):
             out[g] = _component_group(g, out[g])
     return out
+
+
+def normalize_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """A stored config mapping (a run's config.yaml, read as data) in the schema's layout:
+    group shorthands, renamed groups, and a component group's constructor keyword arguments in
+    its ``params`` (an older config.yaml's ``topology.rows`` is ``topology.params.rows``), so
+    that configs written before and after an option moved compare option by option. A mapping
+    that cannot be read so is returned unchanged."""
+    try:
+        return _normalize_groups(raw, notice=False)
+    except ConfigError:
+        return raw
 
 
 def _yaml_loader() -> Any:

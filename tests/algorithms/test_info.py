@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 import decent8
-from decent8.algorithms import AlgorithmInfo, algorithm_info, display_name, names_of
+from decent8.algorithms import AlgorithmInfo, algorithm_class, algorithm_info, display_name, names_of
 from decent8.algorithms.allreduce import AllReduceAlgorithm
 from decent8.algorithms.dpsgd import DPSGD
 from decent8.algorithms.info import ALLREDUCE, GOSSIP
@@ -53,7 +53,9 @@ def test_builtin_records_say_what_the_readers_used_to_read():
     assert algorithm_info("marsit").defaults == {"optimizer.momentum": 0.0}
     assert algorithm_info("marsit").wire_format == "sign-bits" and algorithm_info("psgd").wire_format == "fp32"
     assert algorithm_info("qg_gutm").optimizer_for("qg_gutm", "local") == "qgm"
-    assert algorithm_info("gut").options == {"mu": "algorithm.mu"}
+    assert algorithm_info("gut").options == {} and algorithm_info("adpsgd").options == {"seed": "seed"}
+    assert list(algorithm_class("gut").constructor_options()) == ["mu"]   # algorithm.mu: a constructor keyword
+    assert algorithm_class("dpsgd").constructor_options() == {} and algorithm_class("marsit").constructor_options() == {}
     assert buffers_for("choco")[1] == 2 and buffers_for("dpsgd")[1] == 0 and buffers_for("marsit")[1] == 1
     assert names_of("ring all-reduce") == ("psgd", "marsit", "signsgd", "ef_signsgd")
     assert display_name("deepsqueeze") == "DS" and display_name("gt") == "gt" and display_name("a.b:C") == "a.b:C"

@@ -107,3 +107,73 @@ def test_a_cell_folder_naming_another_module_is_refused_without_importing_it(tmp
         err = capsys.readouterr().err
         assert "different config" in err and "algorithm.name" in err
     assert not (tmp_path / "IMPORTED").exists()
+
+
+def _older_layout(stored: dict) -> dict:
+    """A resolved config as a run written before the topology options and ``algorithm.mu`` left
+    the schema stored it: the six graph options at the group's top level (every one, at its "not
+    set" value where the graph does not take it), ``mu: null`` beside the algorithm's name."""
+    from decent8.config import SHARED_OPTIONS
+
+    out = json.loads(json.dumps(stored))
+    params = out["topology"].pop("params")
+    out["topology"].update({**SHARED_OPTIONS["topology"], **params, "params": {}})
+    out["algorithm"]["mu"] = out["algorithm"]["params"].pop("mu", None)
+    return out
+
+
+@pytest.mark.parametrize("overrides, changed, differs", [
+    (["topology=torus", "topology.rows=4"], {"rows": 2}, "topology.params.rows"),
+    (["topology=erdos_renyi", "algorithm=dpsgd", "compression=identity"], {"degree": 3.0}, "topology.params.degree"),
+    (["topology=ring", "algorithm=gut", "compression=identity", "algorithm.mu=0.3"], None, "algorithm.params.mu"),
+])
+def test_an_older_cell_folder_with_the_graph_options_at_the_groups_top_level_is_the_same_cell(
+        tmp_path, overrides, changed, differs):
+    """sweep.check_existing resolves a cell folder's config.yaml as the cell's: an older run's
+    (topology.rows, algorithm.mu at the group's top level; degree: null for the default) is the
+    same cell, and one that ran another graph or μ still stops the sweep."""
+    import yaml
+
+    from decent8.config import load_config, to_dict
+    from decent8.errors import ConfigError
+    from decent8.experiments.sweep import check_existing
+    from decent8.train.resolve import resolve
+
+    cfg = resolve(load_config(None, ["model=mlp", "nodes=16", *FAST, *overrides]))
+    older = _older_layout(to_dict(cfg))
+    if older["topology"]["name"] == "erdos_renyi":
+        older["topology"]["degree"] = None               # the default, as such runs recorded it
+    (tmp_path / "cell").mkdir()
+    f = tmp_path / "cell" / "config.yaml"
+    f.write_text(yaml.safe_dump(older))
+    check_existing(tmp_path / "cell", cfg)                # the same cell: nothing raised
+    if changed is None:
+        older["algorithm"]["mu"] = 0.5
+    else:
+        older["topology"].update(changed)
+    f.write_text(yaml.safe_dump(older))
+    with pytest.raises(ConfigError, match=f"different config \\(differs in: {differs}"):
+        check_existing(tmp_path / "cell", cfg)
+
+
+def test_a_report_compares_older_and_newer_run_folders_option_by_option(tmp_path):
+    """decent8 report over run folders: an older run's topology.rows is topology.params.rows, so
+    two runs of the same torus in the two layouts differ in their seed only, and a run of
+    another shape differs in topology.params.rows."""
+    import yaml
+
+    from decent8.config import load_config, to_dict
+    from decent8.experiments.report.load import load_runs
+    from decent8.train.resolve import resolve
+
+    def run(name: str, seed: int, rows: int, older: bool) -> str:
+        stored = to_dict(resolve(load_config(None, ["model=mlp", "nodes=16", "topology=torus", f"seed={seed}",
+                                                    f"topology.rows={rows}", *FAST])))
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(yaml.safe_dump(_older_layout(stored) if older else stored))
+        (tmp_path / name / "summary.json").write_text(json.dumps({"mean_node_accuracy": 0.5}))
+        return str(tmp_path / name)
+
+    old, new = run("old", 0, 4, older=True), run("new", 1, 4, older=False)
+    assert load_runs([old, new]).axes == ["seed"]
+    assert load_runs([old, new, run("other", 1, 2, older=True)]).axes == ["seed", "topology.params.rows"]

@@ -130,7 +130,7 @@ def test_random_topology_options_are_checked():
 def test_config_and_cli(capsys):
     from decent8.cli.main import main
     cfg = load_config(None, ["topology=erdos_renyi", "topology.degree=3"])
-    assert cfg.topology.degree == 3
+    assert cfg.topology.params == {"degree": 3}                  # the function's keyword argument
     assert main(["topology", "base", "nodes=10"]) == 0
     out = capsys.readouterr().out
     assert "rounds to exact consensus: 6" in out and "base-2 graph" in out

@@ -26,6 +26,7 @@ directed graph. On regular graphs with uniform weights ω stays 1.
 """
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
@@ -34,11 +35,18 @@ import torch
 
 from ..comm.base import Communicator
 from ..compression.base import Compressor
-from ..errors import ConfigError
+from ..config import SHARED_OPTIONS
+from ..errors import ConfigError, did_you_mean
+from ..registry import check_options, keyword_options
 from ..state_spec import NONE, StateSpec
 from ..compression.identity import IdentityCompressor
 from .info import GOSSIP, AlgorithmInfo, declare_family
 from .registry import info_of
+
+
+#: constructor arguments the builder passes an algorithm itself (from :class:`AlgorithmContext`),
+#: not options of the algorithm group
+BUILDER_ARGUMENTS = frozenset({"comm", "compressor", "gamma", "push_sum", "generators", "allreduce"})
 
 
 @dataclass
@@ -75,9 +83,9 @@ class Algorithm(ABC):
     :meth:`consensus_step`, :meth:`debiased` and the state methods."""
 
     name: ClassVar[str] = "abstract"
-    #: an algorithm's own options that decent8's config does not have: name -> default, set as
-    #: ``algorithm.params.NAME=value`` and read as ``self.params[NAME]`` (the default's type is
-    #: the allowed type; :meth:`resolve_params`, docs/extending.md)
+    #: an algorithm's own options that are not constructor keyword arguments: name -> default, set
+    #: as ``algorithm.NAME=value`` and read as ``self.params[NAME]`` (the default's type is the
+    #: allowed type; :meth:`resolve_params`, docs/extending.md)
     params: Mapping[str, object] = {}
     #: the ``[k, d]`` tensors :meth:`init_state` allocates and one update's temporaries
     #: (:class:`~decent8.state_spec.StateSpec`; read by the memory model without building)
@@ -105,11 +113,64 @@ class Algorithm(ABC):
         benchmarks): :meth:`create`, then its checked ``params`` and its wire compressor."""
         if ctx.info is None:
             ctx.info = info_of(cls)
+        keywords, declared = cls.split_params(ctx.params)
+        ctx.options = {**ctx.options, **keywords}
         algorithm = cls.create(ctx)
-        algorithm.params = cls.resolve_params(ctx.params)
+        algorithm.params = cls.resolve_params(declared)
         if ctx.wire_compressor is not None:
             algorithm.compressor = ctx.wire_compressor
         return algorithm
+
+    @classmethod
+    def constructor_options(cls) -> dict[str, inspect.Parameter]:
+        """The constructor's own keyword arguments, set as ``algorithm.<kwarg>=value`` (gut:
+        ``mu``): its named keyword arguments without those the builder passes itself
+        (:data:`BUILDER_ARGUMENTS`) and those its record reads from other option groups
+        (:attr:`.info.AlgorithmInfo.options`: the all-reduce's ``eta_s`` …)."""
+        read = info_of(cls).options
+        return {k: p for k, p in keyword_options(cls).items() if k not in BUILDER_ARGUMENTS and k not in read}
+
+    @classmethod
+    def split_params(cls, given: Mapping[str, object] | None) -> tuple[dict[str, object], dict[str, object]]:
+        """``algorithm.params`` as (the constructor's keyword arguments, the declared :attr:`params`
+        given). The first are checked against the signature's type hints
+        (:func:`decent8.registry.check_options`) and hold every keyword argument of
+        :meth:`constructor_options`, the ones not given at their defaults (what the resolved
+        config records); the second are checked by :meth:`resolve_params`. A name of
+        ``decent8.config.SHARED_OPTIONS["algorithm"]`` (``mu``) at its "not set" value (null, as
+        every older config.yaml holds it) is dropped; any other name the class neither takes
+        nor declares is one line naming the ones it does."""
+        takes = cls.constructor_options()
+        unset = SHARED_OPTIONS["algorithm"]
+        keywords: dict[str, object] = {}
+        declared: dict[str, object] = {}
+        for key, value in (given or {}).items():
+            if key in unset and value is unset[key] and key not in cls.params:
+                continue
+            if key in takes:
+                keywords[key] = value
+            elif key in cls.params:
+                declared[key] = value
+            else:
+                allowed = [*takes, *cls.params]
+                users = ""
+                if key in unset:   # a former field of the group: name the algorithms that take it
+                    from ..registry import algorithms
+                    names = [n for n, e in algorithms.items() if key in e.obj.constructor_options()]
+                    users = f" ({key} is an option of algorithm={', '.join(names)})" if names else ""
+                raise ConfigError(f"algorithm.{key}", f"'{cls.name}' has no parameter {key!r}"
+                                                      f"{did_you_mean(key, allowed)}; its parameters: "
+                                                      f"{', '.join(allowed) or 'none'}{users}")
+        keywords = check_options(cls, keywords, "algorithm", f"algorithm={cls.name}")
+        out: dict[str, object] = {}
+        for key, param in takes.items():   # in the signature's order (config.yaml)
+            if key in keywords:
+                out[key] = keywords[key]
+            elif param.default is param.empty:
+                raise ConfigError(f"algorithm.{key}", f"required by algorithm={cls.name}; set algorithm.{key}=VALUE")
+            elif param.default is None or isinstance(param.default, (bool, int, float, str)):
+                out[key] = param.default
+        return out, declared
 
     @classmethod
     def resolve_params(cls, given: Mapping[str, object] | None) -> dict[str, object]:

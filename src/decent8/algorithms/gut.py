@@ -46,8 +46,9 @@ from ..registry import algorithms
 from .info import AlgorithmInfo, replace
 
 
-#: s_prev and D_prev are the paper's buffers; full models only (no compression); μ is ``algorithm.mu``
-INFO = AlgorithmInfo(state_buffers=2, supports_compression=False, options={"mu": "algorithm.mu"})
+#: s_prev and D_prev are the paper's buffers; full models only (no compression); μ is the
+#: constructor's ``mu``, set as ``algorithm.mu``
+INFO = AlgorithmInfo(state_buffers=2, supports_compression=False)
 
 
 @algorithms.register("gut", order=8, info=INFO)
@@ -55,15 +56,15 @@ class GUT(GossipAlgorithm):
     name = "gut"
     #: the previous Σ_j W_ij x_j and update; one step holds the mixed models, the update, Y and lr·d
     state = StateSpec({"mixed_prev": F32, "update_prev": F32}, step=20)
-    #: default tracking scale μ (the authors' code's default "scaling"; μ = 1 stops consensus, see above)
-    default_mu = 0.1
 
-    def __init__(self, *args, mu: float | None = None, **kwargs) -> None:
+    def __init__(self, *args, mu: float = 0.1, **kwargs) -> None:
+        """``mu``: the tracking scale μ in [0, 1] (``algorithm.mu``; 0.1 is the authors' code's
+        default "scaling"; μ = 1 stops consensus, see above)."""
         super().__init__(*args, **kwargs)
         if self.push_sum:
             raise ConfigError("algorithm.push_sum", f"{self.name} is defined for doubly stochastic W; push-sum is not "
                                                     "supported (use an undirected graph or a directed ring)")
-        self.mu = float(self.default_mu if mu is None else mu)
+        self.mu = float(mu)
         if not 0.0 <= self.mu <= 1.0:
             raise ConfigError("algorithm.mu", f"the tracking scale μ must be in [0, 1], got {self.mu}")
         self._correction: torch.Tensor | None = None

@@ -39,7 +39,9 @@ class AlgorithmInfo:
     family: str = "gossip"
     #: options filled when the config leaves them null (dotted option -> value)
     defaults: Mapping[str, object] = field(default_factory=lambda: {"optimizer.momentum": 0.9})
-    #: the config options the constructor takes: keyword -> dotted config option (``{"mu": "algorithm.mu"}``)
+    #: constructor keywords read from other option groups: keyword -> dotted config option
+    #: (AD-PSGD: ``{"seed": "seed"}``); the algorithm group's own are its other keyword arguments
+    #: (``algorithm.mu``: :meth:`~.base.Algorithm.constructor_options`)
     options: Mapping[str, str] = field(default_factory=dict)
     #: model-sized buffers of the published algorithm (the paper's accounting, Table 10 of
     #: ``decent8 cost``); what decent8 allocates is the class's declared ``state``

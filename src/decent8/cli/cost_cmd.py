@@ -173,9 +173,9 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
                  compression=cfg.compression.name, ratio=opts["ratio"], value_bits=opts["value_bits"],
                  bits=opts["bits"], index_dtype=opts["index_dtype"], wire=_run_wire(cfg),
                  precision=getattr(cfg, "precision", None),
-                 topology_opts={"weights": t.weights, "rows": t.rows, "cols": t.cols, "path": t.path,
-                                "undirected": t.undirected, "time_varying": t.time_varying,
-                                "degree": t.degree})
+                 topology_opts={"weights": t.weights,   # the graph's keyword arguments (topology.params)
+                                **{k: v for k, v in t.params.items() if k in SHARED_OPTIONS["topology"]},
+                                "params": {k: v for k, v in t.params.items() if k not in SHARED_OPTIONS["topology"]}})
         if ns.dataset_size is None and ns.dataset is None:
             s["dataset_size"] = train_size(cfg)
     for key in ("model", "norm", "batch", "dataset", "width", "algorithm", "optimizer", "nodes", "topology", "epochs",

@@ -8,9 +8,9 @@ from ..config import load_config, partition_label
 from ..data.class_table import format_class_table, plot_class_heatmap
 from ..data.partition import class_counts, make_partition
 from ..data.registry import dataset_from_config
-from ..topology import topology_from_config
+from ..topology import topology_from_config, topology_options
 from .train_cmd import split_args
-from ..algorithms import names_of
+from ..algorithms import algorithm_class, names_of
 from ..compression import COMPRESSORS, compressor_options
 from ..data.partition import PARTITIONS
 from ..data.registry import DATASETS
@@ -58,13 +58,33 @@ def compression_options() -> dict[str, str]:
             for name in COMPRESSORS}
 
 
+def topology_option_list() -> dict[str, str]:
+    """Topology -> its options with their defaults (``rows=None cols=None``): the keyword
+    arguments of its function beside ``weights`` and ``seed`` (``topology.<kwarg>=value``)."""
+    return {name: " ".join(f"{k}={v}" for k, v in topology_options(name).items()) or "(none)"
+            for name in TOPOLOGIES}
+
+
+def algorithm_option_list() -> dict[str, str]:
+    """Algorithm -> its own options with their defaults (``mu=0.1``): its constructor's keyword
+    arguments beside those the builder passes (``algorithm.<kwarg>=value``); only those with some."""
+    out = {}
+    for name in [*names_of("gossip"), *names_of("ring all-reduce")]:
+        keywords, _ = algorithm_class(name).split_params({})
+        if keywords:
+            out[name] = " ".join(f"{k}={v}" for k, v in keywords.items())
+    return out
+
+
 def run_list(ns: argparse.Namespace) -> int:
     for group, names in catalogue().items():
         print(f"{group}:")
         print("  " + ("  ".join(names) if names else "(none)"))
-    print("compression options (compression.<kwarg>=value; the defaults):")
-    for name, options in compression_options().items():
-        print(f"  {name}: {options}")
+    for group, options in (("algorithm", algorithm_option_list()), ("compression", compression_options()),
+                           ("topology", topology_option_list())):
+        print(f"{group} options ({group}.<kwarg>=value; the defaults):")
+        for name, text in options.items():
+            print(f"  {name}: {text}")
     return 0
 
 

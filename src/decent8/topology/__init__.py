@@ -32,7 +32,8 @@ from decent8.topology.mixing import (
     spectral_gap,
     uniform_weights,
 )
-from decent8.topology.topology import RANDOM_TOPOLOGIES, WEIGHTS, RandomTopology, Topology, make_topology, topology_from_config
+from decent8.topology.topology import RANDOM_TOPOLOGIES, WEIGHTS, RandomTopology, Topology, make_topology, topology_from_config, \
+    topology_options
 
 
 
@@ -54,6 +55,7 @@ __all__ = [
     "Topology",
     "make_topology",
     "topology_from_config",
+    "topology_options",
     "directed_ring",
     "ring",
     "torus",

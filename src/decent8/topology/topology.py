@@ -10,13 +10,14 @@ draw a fresh graph for every round t from (seed, t).
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from decent8.config import SHARED_OPTIONS
 from decent8.errors import ConfigError, choice_error
-from decent8.registry import construct, keyword_options, takes_any_keyword, topologies
+from decent8.registry import check_options, construct, keyword_options, takes_any_keyword, topologies
 from decent8.topology import graphs
 from decent8.topology.sparse import SPARSE_TOPOLOGIES, make_sparse_topology
 from decent8.topology.mixing import (
@@ -34,7 +35,7 @@ from decent8.topology.mixing import (
 from decent8.seeding import derive_seed
 
 __all__ = ["TOPOLOGIES", "RANDOM_TOPOLOGIES", "WEIGHTS", "Topology", "RandomTopology", "make_topology",
-           "topology_from_config"]
+           "topology_from_config", "topology_options"]
 
 #: per-round random graphs: a new graph every round, drawn from (seed, round)
 RANDOM_TOPOLOGIES: tuple[str, ...] = ("erdos_renyi", "random_matching", "random_k_out")
@@ -453,13 +454,13 @@ class RandomTopology(Topology):
 
 
 def topology_from_config(t, nodes: int, seed: int = 0) -> Topology:
-    """:func:`make_topology` from a ``TopologyConfig`` (random graphs seeded from the run seed;
-    ``topology.params``: the topology function's other keyword arguments)."""
-
-    return make_topology(t.name, nodes, weights=t.weights, rows=t.rows, cols=t.cols, path=t.path,
-                         undirected=t.undirected, time_varying=t.time_varying,
-                         degree=getattr(t, "degree", None), seed=derive_seed(seed, "topology"),
-                         params=dict(getattr(t, "params", None) or {}))
+    """:func:`make_topology` from a ``TopologyConfig``: ``topology.weights`` and the function's
+    keyword arguments ``topology.params`` (:func:`topology_options`); random graphs seeded
+    from the run seed."""
+    params = topology_options(t.name, getattr(t, "params", None))
+    shared = {k: params.pop(k) for k in OPTIONS if k in params}
+    return make_topology(t.name, nodes, weights=t.weights, seed=derive_seed(seed, "topology"), params=params,
+                         **shared)
 
 
 def user_topology(path: str, nodes: int, weights: str = "uniform", seed: int = 0, **params: Any) -> Topology:
@@ -467,10 +468,39 @@ def user_topology(path: str, nodes: int, weights: str = "uniform", seed: int = 0
     return make_topology(path, nodes, weights=weights, seed=seed, params=params)
 
 
-#: the topology group's typed options with their "not set" values (given to a topology
-#: function only when set, and only if it names them)
-OPTIONS: dict[str, Any] = {"rows": None, "cols": None, "path": None, "undirected": False, "time_varying": False,
-                           "degree": None}
+#: option names every topology accepts (the topology group's former fields) -> the value that
+#: means "not set" (decent8.config.SHARED_OPTIONS): given to a topology function only when set,
+#: and refused in one line when set for one that does not name them (:func:`_check_applies`)
+OPTIONS: dict[str, Any] = SHARED_OPTIONS["topology"]
+#: keyword arguments the builder gives a topology function itself: ``topology.weights`` (a field
+#: of the group) and the seed derived from the run's
+BUILDER_OPTIONS = ("weights", "seed")
+
+
+def topology_options(name: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The keyword arguments topology ``name`` (a registered name or a user's
+    ``pkg.module:function``) is built with beside ``weights`` and ``seed``: ``given``
+    (``topology.<kwarg>=value``) checked against its function's signature and type hints
+    (:func:`decent8.registry.check_options`), and the signature's defaults for the rest. A name of
+    :data:`OPTIONS` at its "not set" value is the function's default (``rows=None`` for
+    ``torus``: the squarest shape; ``degree=None`` for ``erdos_renyi``: 4), and dropped for a
+    function that does not take it (every stored config holds them all); at any other value it
+    is refused there in one line. What the resolved config records (``topology.rows`` is
+    ``topology_options(t.name, t.params)["rows"]``)."""
+    entry = topologies.entry(name)
+    fn = entry.obj
+    given = dict(given or {})
+    shared = {k: given.pop(k) for k in OPTIONS if k in given}
+    set_shared = {k: v for k, v in shared.items() if v is not OPTIONS[k]}   # None / False: not set
+    _check_applies(entry.name, fn, set_shared)
+    options = check_options(fn, {**set_shared, **given}, "topology", f"topology={entry.name}", skip=1)
+    out: dict[str, Any] = {}
+    for key, param in keyword_options(fn, skip=1).items():   # in the signature's order (config.yaml)
+        if key in options:
+            out[key] = options[key]
+        elif key not in BUILDER_OPTIONS and param.default is not param.empty:
+            out[key] = param.default
+    return {**out, **{k: v for k, v in options.items() if k not in out}}
 
 
 def _check_applies(name: str, fn: Any, options: dict[str, Any]) -> None:

@@ -348,7 +348,7 @@ def build(cfg: TrainConfig, comm: Communicator | None = None, *, module: "torch.
     options = {key: option_value(cfg, option) for key, option in info.options.items()}
     context = AlgorithmContext(
         comm, make_compressor("identity", model.layout) if eight_bit_models else compressor, gamma, push_sum,
-        generators, t.name, t.rows, t.cols, options, params=dict(cfg.algorithm.params), info=info,
+        generators, t.name, t.params.get("rows"), t.params.get("cols"), options, params=dict(cfg.algorithm.params), info=info,
         wire_compressor=compressor if eight_bit_models else None)   # D-PSGD at int8: 8-bit models on the wire
     if is_import_path(cfg.algorithm.name):   # a user's algorithm: one line for what it raises
         name = cfg.algorithm.name

@@ -21,7 +21,7 @@ from ..registry import keyword_options
 from ..config import TrainConfig, freeze, is_frozen, thaw
 from ..data.dataset import ArrayDataset
 from ..errors import ConfigError, choice_error
-from ..topology import Topology, topology_from_config
+from ..topology import Topology, topology_from_config, topology_options
 from .run_data import load_dataset
 from .validate import MAX_STEP, _number, check_plain
 from ..algorithms.d2 import topology_gamma as d2_topology_gamma
@@ -108,7 +108,7 @@ def check_scalars(cfg: TrainConfig) -> None:
     if algorithm_type.runner == "event_driven" and cfg.backend != "simulator":  # before any rendezvous
         raise ConfigError("backend", f"{cfg.algorithm.name} runs in the simulator only (backend=simulator): its "
                                      f"atomic pairwise averages need one-sided communication (docs/algorithms.md §13)")
-    algorithm_type.resolve_params(cfg.algorithm.params)
+    algorithm_type.resolve_params(algorithm_type.split_params(cfg.algorithm.params)[1])
     _number("allreduce.eta_s", cfg.allreduce.eta_s, lo=0, lo_open=True, hi=MAX_STEP)
     _number("allreduce.K", cfg.allreduce.K, lo=0, integer=True)
     if cfg.allreduce.reset not in RESETS:
@@ -152,13 +152,30 @@ def resolved_compression(c, precision: str) -> tuple[str, dict]:
     return wire, options
 
 
+def resolved_topology(t) -> dict:
+    """The keyword arguments of the named topology function as config.yaml records them
+    (:func:`~decent8.topology.topology_options`: ``topology.<kwarg>=value`` with every other one
+    at its default). A user's topology (``pkg.module:function``) keeps the options as given."""
+    return dict(t.params) if is_import_path(t.name) else topology_options(t.name, t.params)
+
+
+def resolved_algorithm_params(a) -> dict:
+    """``algorithm.params`` as config.yaml records it: every constructor keyword argument of the
+    algorithm (``mu`` of gut), the ones not given at their defaults, and the declared ``params``
+    given (:meth:`~decent8.algorithms.Algorithm.split_params`)."""
+    keywords, declared = algorithm_class(a.name).split_params(a.params)
+    return {**keywords, **declared}
+
+
 def is_resolved(cfg: TrainConfig) -> bool:
-    """True when nothing in ``cfg`` is left to the defaults (γ, lr, the compressor's and the
-    algorithm's options set)."""
+    """True when nothing in ``cfg`` is left to the defaults (γ, lr, the compressor's, the
+    topology's and the algorithm's options set)."""
     table = algorithm_info(cfg.algorithm.name).defaults
     c = cfg.compression
     return (cfg.algorithm.gamma is not None and cfg.optimizer.lr is not None
             and resolved_compression(c, cfg.precision) == (c.wire, dict(c.params))
+            and resolved_topology(cfg.topology) == dict(cfg.topology.params)
+            and resolved_algorithm_params(cfg.algorithm) == dict(cfg.algorithm.params)
             and all(getattr(getattr(cfg, o.split(".")[0]), o.split(".")[1]) is not None for o in table))
 
 
@@ -175,6 +192,8 @@ def resolve_with_defaults(cfg: TrainConfig, dataset: ArrayDataset | None = None,
         if dataset is None:
             dataset = load_dataset(cfg)
         cfg.model.name = text_model_name(cfg, dataset)
+    cfg.topology.params = resolved_topology(cfg.topology)        # config.yaml: every option of the graph
+    cfg.algorithm.params = resolved_algorithm_params(cfg.algorithm)  # ... and of the algorithm
     if topology is None:
         topology = topology_from_config(cfg.topology, cfg.nodes, cfg.seed)
     info = algorithm_info(cfg.algorithm.name)

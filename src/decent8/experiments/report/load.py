@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from ...config import EXECUTION_OPTIONS, flatten
+from ...config import COMPONENT_GROUPS, EXECUTION_OPTIONS, flatten, normalize_config
 from ...errors import ConfigError
 from ...train.run_dir import STALE_AFTER_S, remove_stale_temporaries
 from ..presets import canonical_label
@@ -49,6 +49,10 @@ class Sweep:
 
 
 def _config_value(cfg: dict[str, Any], key: str) -> Any:
+    group, dot, option = key.partition(".")
+    if group in COMPONENT_GROUPS and dot and "." not in option and isinstance(cfg.get(group), dict) \
+            and option not in cfg[group]:
+        key = f"{group}.params.{option}"   # a component's keyword argument (compression.ratio)
     node: Any = cfg
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -121,7 +125,7 @@ def _read_cell(path: Path, name: str, labels: dict[str, str]) -> CellResult:
     remove_stale_temporaries(path, STALE_AFTER_S)  # a killed run's; a live run's (a sweep running) are spared
     c.summary = _read_summary(path)
     c.metrics = _read_metrics(path)
-    c.config = _read_yaml(path / "config.yaml")
+    c.config = normalize_config(_read_yaml(path / "config.yaml"))   # an older run's topology.rows: topology.params.rows
     return c
 
 
