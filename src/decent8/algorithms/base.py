@@ -37,7 +37,7 @@ from ..comm.base import Communicator
 from ..compression.base import Compressor
 from ..config import SHARED_OPTIONS
 from ..errors import ConfigError, did_you_mean
-from ..registry import check_options, keyword_options
+from ..registry import algorithms as registered, check_options, keyword_options
 from ..state_spec import NONE, StateSpec
 from ..compression.identity import IdentityCompressor
 from .info import GOSSIP, AlgorithmInfo, declare_family
@@ -155,8 +155,7 @@ class Algorithm(ABC):
                 allowed = [*takes, *cls.params]
                 users = ""
                 if key in unset:   # a former field of the group: name the algorithms that take it
-                    from ..registry import algorithms
-                    names = [n for n, e in algorithms.items() if key in e.obj.constructor_options()]
+                    names = [n for n, e in registered.items() if key in e.obj.constructor_options()]
                     users = f" ({key} is an option of algorithm={', '.join(names)})" if names else ""
                 raise ConfigError(f"algorithm.{key}", f"'{cls.name}' has no parameter {key!r}"
                                                       f"{did_you_mean(key, allowed)}; its parameters: "
