@@ -85,8 +85,8 @@ def test_constructor_keywords_and_declared_params_are_told_apart():
     assert _Periodic.split_params({}) == ({"hop": 2}, {})             # the default, as config.yaml records it
     with pytest.raises(ConfigError, match=r"^algorithm.hop: must be int \(algorithm=periodic\), got 2.5$"):
         _Periodic.split_params({"hop": 2.5})
-    with pytest.raises(ConfigError, match=r"^algorithm.perod: 'periodic' has no parameter 'perod' \(did you mean "
-                                          r"'period'\?\); its parameters: hop, period$"):
+    with pytest.raises(ConfigError, match=r"^algorithm.perod: 'periodic' has no parameter 'perod'; its parameters: "
+                                          r"hop, period \(did you mean 'period'\?\)$"):
         _Periodic.split_params({"perod": 8})
     assert algorithm_class("marsit").split_params({}) == ({}, {})    # η_s, K …: read from the allreduce group
 

@@ -157,9 +157,9 @@ class Algorithm(ABC):
                 if key in unset:   # a former field of the group: name the algorithms that take it
                     names = [n for n, e in registered.items() if key in e.obj.constructor_options()]
                     users = f" ({key} is an option of algorithm={', '.join(names)})" if names else ""
-                raise ConfigError(f"algorithm.{key}", f"'{cls.name}' has no parameter {key!r}"
-                                                      f"{did_you_mean(key, allowed)}; its parameters: "
-                                                      f"{', '.join(allowed) or 'none'}{users}")
+                raise ConfigError(f"algorithm.{key}", f"'{cls.name}' has no parameter {key!r}; its parameters: "
+                                                      f"{', '.join(allowed) or 'none'}{users}"
+                                                      f"{did_you_mean(key, allowed)}")
         keywords = check_options(cls, keywords, "algorithm", f"algorithm={cls.name}")
         out: dict[str, object] = {}
         for key, param in takes.items():   # in the signature's order (config.yaml)
