@@ -296,3 +296,22 @@ def test_cost_of_the_mlp_compares_its_fp32_and_8_bit_forms(capsys):
     assert main(["cost", "--model", "mlp"]) == 0
     out = capsys.readouterr().out
     assert "inference energy" in out and "memory: activations" in out
+
+
+def test_cli_from_a_run_folder_on_another_graph(tmp_path, capsys):
+    """A run's graph options (a resolved erdos_renyi run records degree 4.0) price its own graph;
+    ``--topology`` naming another graph prices that one without them."""
+    from decent8.train.resolve import resolve
+
+    cfg = resolve(load_config(None, ["model=mlp", "data.name=digits", "nodes=16", "topology=erdos_renyi",
+                                     "topology.degree=3", "epochs=1"]))
+    assert cfg.topology.params["degree"] == 3.0
+    run = tmp_path / "run1"
+    run.mkdir()
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    assert main(["cost", str(run), "--format", "json"]) == 0
+    own = json.loads(capsys.readouterr().out)["communication"]["fp32"]
+    assert own["topology"] == "erdos_renyi" and own["mean_out_degree"] == 3.0
+    assert main(["cost", str(run), "--topology", "ring", "--format", "json"]) == 0
+    ring = json.loads(capsys.readouterr().out)["communication"]["fp32"]
+    assert ring["topology"] == "ring" and ring["mean_out_degree"] == 2

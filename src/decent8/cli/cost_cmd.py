@@ -178,6 +178,8 @@ def _settings(ns: argparse.Namespace) -> dict[str, Any]:
                                 "params": {k: v for k, v in t.params.items() if k not in SHARED_OPTIONS["topology"]}})
         if ns.dataset_size is None and ns.dataset is None:
             s["dataset_size"] = train_size(cfg)
+        if ns.topology is not None and ns.topology != t.name:   # another graph: the run's graph options are not its
+            s["topology_opts"] = {"weights": t.weights}
     for key in ("model", "norm", "batch", "dataset", "width", "algorithm", "optimizer", "nodes", "topology", "epochs",
                 "compression", "ratio", "dataset_size", "wire"):
         v = getattr(ns, key)
