@@ -119,3 +119,21 @@ def test_8_bit_runs_at_two_wires_are_compared_with_fp32_apart():
     assert rows["choco, skew 0, fp32 wire"].verdict() == "holds"
     # one wire only: the labels stay as they were
     assert {c.what for c in compare(cells[:6], get) if c.finding == "b"} == {"choco, skew 0"}
+
+
+def test_8_bit_runs_with_another_norm_layer_are_compared_with_fp32_apart():
+    """An 8-bit run whose ``model.norm`` is set (EvoNorm-S0 in place of the paper's Range
+    EvoNorm) is its own comparison, never pooled with the 8-bit runs at the model's default;
+    the FP32 side stays the FP32 runs at the default norm layer."""
+    cells = []
+    for prec, norm, acc in (("fp32", None, 42.0), ("int8", None, 33.0), ("int8", "evonorm", 40.5),
+                            ("fp32", "bn", 10.0)):
+        for noise in (-0.1, 0.0, 0.1):
+            settings = {"algorithm": "choco", "precision": prec, "compression": "topk", "skew": 0.0}
+            if norm:
+                settings["model.norm"] = norm
+            cells.append(Cell(settings, acc + noise))
+    rows = {c.what: c for c in compare(cells, get) if c.finding == "b"}
+    assert set(rows) == {"choco, skew 0", "choco, skew 0, evonorm"}
+    assert rows["choco, skew 0"].diff == pytest.approx(9.0)
+    assert rows["choco, skew 0, evonorm"].diff == pytest.approx(1.5)

@@ -126,10 +126,11 @@ def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = 
 
     ``cells``: finished runs; ``get(cell, key)`` the value of a config key (``precision``,
     ``algorithm``, ``skew``, ``compression``); a cell's accuracy is ``cell.summary[metric]``.
-    8-bit runs are grouped by their wire (``compression.wire``): 8-bit training with float32
-    messages (the authors' setting) and with 8-bit messages are compared with FP32 apart,
-    and the cells say which wire when both are present. FP32 runs are the ones with a float32
-    wire.
+    Runs are grouped by their wire (``compression.wire``) and norm layer (``model.norm``, when
+    set; unset is the model's default for the precision): 8-bit training with float32 messages
+    (the authors' setting), with 8-bit messages, or with another norm layer is compared with
+    FP32 apart, and the cells say which wire and norm when a precision has more than one. The
+    FP32 side is FP32 runs with a float32 wire and the default norm layer.
     """
     runs = []
     for c in cells:
@@ -140,7 +141,7 @@ def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = 
         runs.append({"precision": precision, "algorithm": str(get(c, "algorithm")),
                      "skew": 0.0 if skew is None else skew,
                      "compressed": str(get(c, "compression") or "identity") != "identity",
-                     "wire": _wire(c.summary, precision),
+                     "wire": _wire(c.summary, precision), "norm": str(get(c, "model.norm") or ""),
                      "acc": 100.0 * float(c.summary[metric])})
 
     def acc(**spec: Any) -> list[float]:
@@ -149,12 +150,16 @@ def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = 
     def comp_name(compressed: bool) -> str:
         return "compressed" if compressed else "no compression"
 
-    def wires(precision: str) -> list[str]:
-        return sorted({r["wire"] for r in runs if r["precision"] == precision})
+    def wires(precision: str) -> list[dict[str, str]]:
+        """The (wire, norm) settings of this precision's runs, as ``acc`` specs."""
+        return [{"wire": w, "norm": n} for w, n in sorted({(r["wire"], r["norm"]) for r in runs
+                                                          if r["precision"] == precision})]
 
-    def on(precision: str, wire: str) -> str:
-        """A label's wire suffix: only where runs of this precision used more than one wire."""
-        return f", {wire} wire" if len(wires(precision)) > 1 else ""
+    def on(precision: str, setting: dict[str, str]) -> str:
+        """A label's suffix: the wire where this precision's runs used more than one, the norm
+        layer where one was set."""
+        wire = f", {setting['wire']} wire" if len({s["wire"] for s in wires(precision)}) > 1 else ""
+        return wire + (f", {setting['norm']}" if setting["norm"] else "")
 
     algorithms = sorted({r["algorithm"] for r in runs})
     skews = sorted({r["skew"] for r in runs})
@@ -165,12 +170,12 @@ def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = 
         if a and b:
             out.append(Comparison(finding, what, a, b, lo, hi))
 
-    fp = {"precision": "fp32", "wire": "fp32"}
+    fp = {"precision": "fp32", "wire": "fp32", "norm": ""}
     for algo in algorithms:
         for skew in skews:
             for w in wires("int8"):
                 what = f"{algo}, skew {skew:g}{on('int8', w)}"
-                lp = {"precision": "int8", "wire": w}
+                lp = {"precision": "int8", **w}
                 add("a", what, acc(algorithm=algo, skew=skew, compressed=False, **lp),
                     acc(algorithm=algo, skew=skew, compressed=False, **fp), -1.0, 1.0)
                 add("b", what, acc(algorithm=algo, skew=skew, compressed=True, **fp),
@@ -181,20 +186,20 @@ def compare(cells: Sequence[Any], get: Callable[[Any, str], Any], metric: str = 
                 for compressed in (False, True):
                     for s0, s1 in zip(skews, skews[1:]):
                         add("c", f"{algo}, {prec}{on(prec, w)}, {comp_name(compressed)}: skew {s0:g} − {s1:g}",
-                            acc(algorithm=algo, precision=prec, wire=w, compressed=compressed, skew=s0),
-                            acc(algorithm=algo, precision=prec, wire=w, compressed=compressed, skew=s1), lo=0.0)
+                            acc(algorithm=algo, precision=prec, compressed=compressed, skew=s0, **w),
+                            acc(algorithm=algo, precision=prec, compressed=compressed, skew=s1, **w), lo=0.0)
     for prec in ("fp32", "int8"):
         for w in wires(prec):
             for skew in skews:
                 add("d", f"{prec}{on(prec, w)}, skew {skew:g}",
-                    acc(algorithm="choco", precision=prec, wire=w, compressed=True, skew=skew),
-                    acc(algorithm="deepsqueeze", precision=prec, wire=w, compressed=True, skew=skew), lo=0.0)
+                    acc(algorithm="choco", precision=prec, compressed=True, skew=skew, **w),
+                    acc(algorithm="deepsqueeze", precision=prec, compressed=True, skew=skew, **w), lo=0.0)
     if skews and skews[-1] > 0:
         for algo in algorithms:
             for w in wires("int8"):
                 for compressed in (False, True):
                     add("e", f"{algo}, {comp_name(compressed)}, skew {skews[-1]:g}{on('int8', w)}",
-                        acc(algorithm=algo, precision="int8", wire=w, compressed=compressed, skew=skews[-1]),
+                        acc(algorithm=algo, precision="int8", compressed=compressed, skew=skews[-1], **w),
                         acc(algorithm=algo, compressed=compressed, skew=skews[-1], **fp), lo=0.0)
     return out
 
