@@ -647,11 +647,27 @@ def _merge(path: str | None, overrides: list[str] | tuple[str, ...], base: dict[
             OmegaConf.update(cfg, key, value, merge=True)
         if path:
             cfg = OmegaConf.merge(cfg, OmegaConf.create(_normalize_groups(_load_yaml(path))))
-        for item in overrides:
-            _set(cfg, *_parse_override(item))
+        parsed = [_parse_override(item) for item in overrides]
+        _forget_options_of_replaced_components(cfg, parsed)
+        for key, value in parsed:
+            _set(cfg, key, value)
         return cfg
 
     return _resolved(make)
+
+
+def _forget_options_of_replaced_components(cfg: DictConfig, overrides: list[tuple[str, Any]]) -> None:
+    """An override that names another topology or algorithm than the config file's
+    (``topology=ring`` on a saved erdos_renyi run) starts that group's options afresh: the
+    file's ``params`` were the old component's keyword arguments (a resolved run records all of
+    them, ``degree: 4.0``), which the new one would refuse. Options given on the command line
+    apply as usual. (A compressor drops the options it does not take: its group keeps them.)"""
+    for key, value in overrides:
+        group, _, rest = _renamed(key, notice=False).partition(".")
+        if group in ("topology", "algorithm") and rest in ("", "name") and isinstance(value, str):
+            current = OmegaConf.select(cfg, f"{group}.name")
+            if current is not None and value.strip().lower() != str(current).strip().lower():
+                OmegaConf.update(cfg, f"{group}.params", {}, merge=False)
 
 
 def apply_options(cfg: TrainConfig, options: dict[str, Any]) -> TrainConfig:

@@ -166,3 +166,23 @@ def test_decent8_list_shows_each_topologys_options_with_their_defaults():
     assert shown["torus"] == "rows=None cols=None" and shown["ring"] == "(none)"
     assert shown["erdos_renyi"] == "degree=4.0" and shown["edge_list"] == "path=None undirected=False"
     assert shown["exponential"] == "time_varying=False"
+
+
+def test_a_saved_config_run_on_another_graph_or_algorithm_leaves_the_old_ones_options(tmp_path):
+    """A resolved run records every option of its graph and algorithm (erdos_renyi: degree 4.0;
+    gut: mu 0.1). Rerunning its config.yaml with another graph or algorithm on the command line
+    starts that group's options afresh; the same name, or options given beside it, keep them."""
+    from decent8.config import to_yaml
+
+    saved = tmp_path / "config.yaml"
+    saved.write_text(to_yaml(resolve(load_config(None, ["model=mlp", "nodes=8", "topology=erdos_renyi",
+                                                         "algorithm=gut", "compression=identity"]))))
+    stored = load_config(str(saved), [])
+    assert stored.topology.params == {"degree": 4.0} and stored.algorithm.params == {"mu": 0.1}
+    cfg = load_config(str(saved), ["topology=ring", "algorithm=dpsgd"])
+    assert cfg.topology.params == {} and cfg.algorithm.params == {}
+    assert resolve(cfg).topology.name == "ring"
+    assert load_config(str(saved), ["topology=erdos_renyi"]).topology.params == {"degree": 4.0}
+    assert load_config(str(saved), ["topology.degree=3", "topology=random_k_out"]).topology.params == {"degree": 3}
+    with pytest.raises(ConfigError, match="topology.rows"):
+        resolve(load_config(str(saved), ["topology=ring", "topology.rows=2"]))
