@@ -679,8 +679,9 @@ def apply_options(cfg: TrainConfig, options: dict[str, Any]) -> TrainConfig:
     (``topology="ring"``). Values are type-checked like ``key=value`` overrides."""
     def make() -> DictConfig:
         node = OmegaConf.structured(cfg)
-        for raw_key, value in options.items():
-            key = str(raw_key).replace("__", ".")
+        given = [(str(raw_key).replace("__", "."), value) for raw_key, value in options.items()]
+        _forget_options_of_replaced_components(node, given)
+        for key, value in given:
             _set(node, key, literal(value, key), expand_dicts=True)
         return node
 

@@ -186,3 +186,5 @@ def test_a_saved_config_run_on_another_graph_or_algorithm_leaves_the_old_ones_op
     assert load_config(str(saved), ["topology.degree=3", "topology=random_k_out"]).topology.params == {"degree": 3}
     with pytest.raises(ConfigError, match="topology.rows"):
         resolve(load_config(str(saved), ["topology=ring", "topology.rows=2"]))
+    api = apply_options(stored, {"topology": "ring", "algorithm__name": "dpsgd"})   # the Python API's options
+    assert api.topology.params == {} and api.algorithm.params == {}
