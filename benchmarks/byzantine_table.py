@@ -5,7 +5,11 @@
 (the folders are the defaults: the D-PSGD sweep, the figures and the Choco-SGD sweep; a smoke run,
 ``DECENT8_BENCH_SMOKE=1``, writes its figures under ``DECENT8_BENCH_TMP``).
 
-Reads each sweep's plan (sweep.json) and each cell's summary.json. A cell of the plan whose
+Reads each sweep's plan (sweep.json) and each cell's summary.json, and writes what the tables read
+into the sweep folder's ``cells.csv`` (per cell: finished or diverged, honest accuracy, honest
+consensus distance, wall time). A sweep folder without its cell folders (the repository keeps only
+the plan and this digest; ``benchmarks/byzantine_study.sh`` reruns the cells) is read from
+``cells.csv``. A cell of the plan whose
 folder exists without a summary stopped with an error (run this when no cell is running):
 the study's only such error is "training diverged" (the sweep's FAILED lines,
 docs/results/byzantine_failures.txt), drawn at chance (10 %) and written "div.". Honest accuracy: ``honest_mean_node_accuracy`` (the cells with no Byzantine node and
@@ -18,6 +22,8 @@ written "refused".
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import sys
@@ -41,21 +47,55 @@ GRAPHS = {"ring": ["topology=ring"], "torus": ["topology=torus", "topology.rows=
 GRAPH_NAMES = {"ring": "ring", "torus": "4x4 torus", "er": "Erdős–Rényi"}
 
 
-def load(folder: Path) -> dict[tuple, list]:
-    """(graph, skew, byz, attack, defence) -> [(seed, honest acc | None for diverged, consensus distance)]."""
+#: the digest of a sweep's cells that the tables and figures read (one row per started cell)
+DIGEST = "cells.csv"
+DIGEST_COLUMNS = ["cell", "status", "honest_mean_node_accuracy", "honest_consensus_distance", "wall_time_s"]
+
+
+def read_cells(folder: Path) -> dict[str, dict]:
+    """Cell name -> its digest row, for every started cell of the sweep in ``folder``: from the
+    cell folders where any exists (and then written to ``folder/cells.csv``), else from that file."""
     plan = json.loads((folder / "sweep.json").read_text())
-    out: dict[tuple, list] = defaultdict(list)
-    for cell in plan["cells"]:
-        lab, run = cell["labels"], folder / cell["name"]
-        key = (lab["graph"], lab.get("skew", "0.8"), lab["byz"], lab["attack"], lab["defence"])
+    names = [cell["name"] for cell in plan["cells"]]
+    if not any((folder / n).is_dir() for n in names):
+        with open(folder / DIGEST, newline="", encoding="utf-8") as f:
+            return {row["cell"]: row for row in csv.DictReader(f)}
+    rows: dict[str, dict] = {}
+    for name in names:
+        run = folder / name
         if (run / "summary.json").exists():
             s = json.loads((run / "summary.json").read_text())
             acc = s.get("honest_mean_node_accuracy")
             acc = s.get("mean_node_accuracy") if acc is None else acc
             cd = s.get("honest_consensus_distance")
             cd = s.get("consensus_distance") if cd is None else cd
-            out[key].append((lab["seed"], acc, cd))
+            rows[name] = {"cell": name, "status": "finished", "honest_mean_node_accuracy": repr(acc),
+                          "honest_consensus_distance": repr(cd), "wall_time_s": repr(s["wall_time_s"])}
         elif run.exists():             # started, no summary: the sweep's "FAILED: training diverged"
+            rows[name] = {"cell": name, "status": "diverged", "honest_mean_node_accuracy": "",
+                          "honest_consensus_distance": "", "wall_time_s": ""}
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, DIGEST_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows.values())
+    (folder / DIGEST).write_text(buf.getvalue(), encoding="utf-8")
+    return rows
+
+
+def load(folder: Path) -> dict[tuple, list]:
+    """(graph, skew, byz, attack, defence) -> [(seed, honest acc | None for diverged, consensus distance)]."""
+    plan = json.loads((folder / "sweep.json").read_text())
+    cells = read_cells(folder)
+    out: dict[tuple, list] = defaultdict(list)
+    for cell in plan["cells"]:
+        lab, row = cell["labels"], cells.get(cell["name"])
+        key = (lab["graph"], lab.get("skew", "0.8"), lab["byz"], lab["attack"], lab["defence"])
+        if row is None:
+            continue
+        if row["status"] == "finished":
+            out[key].append((lab["seed"], float(row["honest_mean_node_accuracy"]),
+                             float(row["honest_consensus_distance"])))
+        else:
             out[key].append((lab["seed"], None, None))
     return out
 
@@ -146,11 +186,12 @@ def wall_times(folder: Path) -> str:
     if not (folder / "sweep.json").exists():
         return "(no sweep)"
     plan = json.loads((folder / "sweep.json").read_text())
+    cells = read_cells(folder)
     times: dict[tuple, list] = defaultdict(list)
     for cell in plan["cells"]:
-        f = folder / cell["name"] / "summary.json"
-        if f.exists():
-            times[(cell["labels"]["graph"], cell["labels"]["defence"])].append(json.loads(f.read_text())["wall_time_s"])
+        row = cells.get(cell["name"])
+        if row is not None and row["status"] == "finished":
+            times[(cell["labels"]["graph"], cell["labels"]["defence"])].append(float(row["wall_time_s"]))
     lines = ["| graph | " + " | ".join(DEFENCES) + " |", "|---|" + "---:|" * len(DEFENCES)]
     for graph in sorted({g for g, _ in times}):
         row = [f"{sum(v) / len(v):.1f} s (n={len(v)})" if (v := times.get((graph, d))) else "—" for d in DEFENCES]
