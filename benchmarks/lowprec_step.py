@@ -7,9 +7,10 @@ Variants, their steps interleaved round by round (a drifting machine load hits t
 
 * ``fp32`` / ``int8`` — eager, the ``sim.chunk`` that ``auto`` picks on this machine
   (its cached choice; ``--chunk`` to fix one); ``int8`` runs the fused quantizer as
-  ``auto`` does (one generated kernel per quantized tensor on CUDA, the eager passes on a CPU);
+  ``auto`` does (one generated kernel per quantized tensor on CUDA, the C loop on a CPU at
+  one thread);
 * ``int8 unfused`` (``--fused``, or on CUDA) — the eager passes everywhere; on a CPU with
-  ``--fused``, ``int8 fused`` runs the fused kernel there too;
+  ``--fused``, ``int8 compiled q.`` runs the ``torch.compile`` quantizer kernel there too;
 * ``fp32 comp.`` / ``int8 comp.`` — ``sim.compile=true``: each node's loss compiled, the
   loop (``sim.chunk=auto`` compiled is the loop); the first call (the compilation) is
   timed apart, wall clock.
@@ -107,7 +108,7 @@ def run_case(case: str, a: argparse.Namespace) -> None:
     if a.fused or dev.type == "cuda":
         variants["int8 unfused"] = ("int8", False, "off")
         if dev.type != "cuda":
-            variants["int8 fused"] = ("int8", False, "on")
+            variants["int8 compiled q."] = ("int8", False, "compiled")
     if not a.no_compile:
         variants["fp32 comp."] = ("fp32", True, "auto")
         variants["int8 comp."] = ("int8", True, "auto")
@@ -115,7 +116,7 @@ def run_case(case: str, a: argparse.Namespace) -> None:
           f"{torch.get_num_threads()} thread(s) ==", flush=True)
     built = {}
     for name, (prec, comp, mode) in variants.items():
-        if name == "int8 fused" or name == "int8 unfused":
+        if name in ("int8 compiled q.", "int8 unfused"):
             built[name] = built["int8"] if "int8" in built else None
         if built.get(name) is None:
             built[name] = build_variant(model, k, px, prec, a.device, a.chunk, comp)
@@ -152,8 +153,8 @@ def run_case(case: str, a: argparse.Namespace) -> None:
         counts = {"fp32": op_count(*built["fp32"], "auto"), "int8": op_count(*built["int8"], "auto")}
         if "int8 unfused" in variants:
             counts["int8 unfused"] = op_count(*built["int8"], "off")
-        if "int8 fused" in variants:
-            counts["int8 fused"] = op_count(*built["int8"], "on")
+        if "int8 compiled q." in variants:
+            counts["int8 compiled q."] = op_count(*built["int8"], "compiled")
         print("operators per eager step (launching work): "
               + ", ".join(f"{n} {c} ({c / counts['fp32']:.2f}x)" for n, c in counts.items()), flush=True)
 
@@ -167,7 +168,7 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--wall", action="store_true", help="wall clock on a CPU too")
-    p.add_argument("--fused", action="store_true", help="also int8 with the fused quantizer forced on / off")
+    p.add_argument("--fused", action="store_true", help="also int8 with the eager passes and the compiled quantizer")
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--no-ops", action="store_true", help="skip the operator counts")
     a = p.parse_args()

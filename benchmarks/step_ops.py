@@ -10,9 +10,10 @@ one vmap call (``sim.chunk=k``). Prints the count and the most frequent operator
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/step_ops.py [--nodes 8] [--model resnet20] [--fused on]
 
-``--fused on`` counts with the fused quantizer (:mod:`decent8.quant.fused`) on the CPU, as
-``auto`` runs it on a GPU: one generated kernel per quantized tensor (its call is one
-operator here, the compiled region).
+``--fused compiled`` counts with the ``torch.compile`` quantizer kernel
+(:mod:`decent8.quant.fused`) on the CPU, as ``auto`` runs it on a GPU: one generated kernel
+per quantized tensor (its call is one operator here, the compiled region); ``--fused on``
+with the CPU's C loop (not an aten operator: its calls are not counted).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def main() -> None:
     p.add_argument("--model", default="resnet20", choices=list(stacking.MODELS))
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--top", type=int, default=8)
-    p.add_argument("--fused", default="auto", choices=["auto", "on", "off"], help="the fused 8-bit quantizer's mode")
+    p.add_argument("--fused", default="auto", choices=["auto", "on", "compiled", "off"], help="the fused 8-bit quantizer's mode")
     a = p.parse_args()
     from decent8.quant import fused
     fused.set_fused(a.fused)

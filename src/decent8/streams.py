@@ -83,15 +83,44 @@ def _seeded(key: int, call: int, device: torch.device) -> torch.Generator:
     return g
 
 
+def _dither_rows(ks: list[int], call: int, n: int, device: torch.device) -> torch.Tensor:
+    """int16 ``[c, n]`` (a view of ``[c, ⌈n/4⌉]`` int64 words): row j is node j's dither codes,
+    64 random bits → four 16-bit codes (as quantizer.dither_like)."""
+    words = torch.empty(len(ks), (n + 3) // 4, dtype=torch.int64, device=device)
+    for j, key in enumerate(ks):
+        words[j].random_(-(1 << 63), None, generator=_seeded(key, call, device))
+    return words.view(torch.int16)[:, :n]
+
+
+def draw_dither_rows(like: torch.Tensor, node_dim: int) -> torch.Tensor | None:
+    """The next dither draw (:func:`draw` with ``DITHER``) as the int16 codes themselves,
+    ``[c, n]``: row j is node j's codes for its slice of ``like`` along ``node_dim`` (one
+    node's whole tensor when ``node_dim`` < 0 and one key), in that slice's logical order —
+    no float copy and no move to ``like``'s layout, for a kernel that reads the codes per
+    node. Eager only; None (nothing drawn) where :func:`draw` is needed instead (a transform
+    or trace active, or several nodes' samples merged along dim 0)."""
+    if torch._C._are_functorch_transforms_active() or _is_compiling():
+        return None
+    keys = _STATE.keys
+    assert keys is not None, "no node streams are active"
+    c = keys.numel()
+    if node_dim < 0:
+        if c != 1:
+            return None
+        n = like.numel()
+    else:
+        if like.shape[node_dim] != c:
+            raise RuntimeError(f"{c} stream keys for {like.shape[node_dim]} nodes")
+        n = like.numel() // c if c else 0
+    keys, call = take_call()
+    return _dither_rows(keys.tolist(), call, n, like.device)
+
+
 def _draw_rows(ks: list[int], call: int, n: int, kind: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``[c, n]``: row j is node j's draw of n numbers (its tensor's elements in logical order)."""
     c = len(ks)
-    if kind == DITHER:  # 64 random bits → four 16-bit codes (as quantizer.dither_like)
-        w = (n + 3) // 4
-        words = torch.empty(c, w, dtype=torch.int64, device=device)
-        for j, key in enumerate(ks):
-            words[j].random_(-(1 << 63), None, generator=_seeded(key, call, device))
-        return words.view(torch.int16)[:, :n].to(dtype)
+    if kind == DITHER:
+        return _dither_rows(ks, call, n, device).to(dtype)
     out = torch.empty(c, n, dtype=dtype, device=device)
     for j, key in enumerate(ks):
         g = _seeded(key, call, device)
@@ -514,5 +543,5 @@ def keyed_random(keys: torch.Tensor | None, intercept: bool | None = True) -> It
 
 
 __all__ = ["UNIFORM", "NORMAL", "DITHER", "node_keys", "fill", "node_rand", "active", "start", "take_call", "node_streams",
-           "draw", "in_vmap_body", "in_merged_batch", "UnattributedDraw", "KEYED", "UNKEYED", "NodeRandomMode",
+           "draw", "draw_dither_rows", "in_vmap_body", "in_merged_batch", "UnattributedDraw", "KEYED", "UNKEYED", "NodeRandomMode",
            "may_draw", "keyed_random", "prepare_compile", "GRAPH_BREAK_WARNING"]

@@ -1,11 +1,13 @@
 """The fused 8-bit quantizer (decent8.quant.fused) is the eager passes bit for bit: the
 quantizer alone (deterministic and stochastic, one range and per-node ranges), and whole
 8-bit training steps on every execution strategy (loop, vmap chunk, node-batched layers),
-forward and backward. The kernel is compiled with the system compiler on the CPU (mode
-``on``); ``auto`` fuses CUDA tensors only."""
+forward and backward, with dropout. Both backends: the CPU's C loop (mode ``on``, built with
+the system C compiler in a second; what ``auto`` runs on a CPU at one thread) and the
+``torch.compile`` kernel (mode ``compiled``, what a GPU runs; C++ from inductor on a CPU)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +23,8 @@ from tests.helpers import run_steps
 pytestmark = pytest.mark.usefixtures("one_thread")  # (conftest.py)
 #: each case compiles kernels with the system compiler (~5-30 s each cold, minutes on a loaded machine)
 compiles = pytest.mark.slow
+#: the fused modes of a CPU: the C loop (fast to build) and torch.compile (slow)
+MODES = [pytest.param("on", id="c_loop"), pytest.param("compiled", id="compiled", marks=compiles)]
 
 
 @pytest.fixture
@@ -30,11 +34,11 @@ def fused_on():
     fused.set_fused(previous)
 
 
-def _both(fn):
-    """``fn()`` with the eager passes and with the fused kernel, each after ``manual_seed(0)``."""
+def _both(fn, mode: str = "on"):
+    """``fn()`` with the eager passes and with the fused kernel of ``mode``, each after ``manual_seed(0)``."""
     out = []
-    for mode in ("off", "on"):
-        previous = fused.set_fused(mode)
+    for m in ("off", mode):
+        previous = fused.set_fused(m)
         try:
             torch.manual_seed(0)
             out.append(fn())
@@ -44,34 +48,44 @@ def _both(fn):
     return out
 
 
-@compiles
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("stochastic", [False, True])
 @pytest.mark.parametrize("shape,node_dim", [((5, 3, 7, 7), None), ((4, 33), 0), ((6, 4, 9), 1), ((7,), None)])
-def test_fused_quantizer_is_the_eager_passes_bit_for_bit(shape, node_dim, stochastic):
+def test_fused_quantizer_is_the_eager_passes_bit_for_bit(shape, node_dim, stochastic, mode):
     x = torch.randn(shape, generator=torch.Generator().manual_seed(1)) * 3
-    eager, one_kernel = _both(lambda: quantize_per_node(x, 8, stochastic, node_dim))
+    eager, one_kernel = _both(lambda: quantize_per_node(x, 8, stochastic, node_dim), mode)
     assert torch.equal(eager, one_kernel)
     mn, mx = node_minmax(x, node_dim)
     q = (eager - mn) / torch.clamp_min((mx - mn) / 255, 1e-8)  # on the grid: whole codes 0..255
     assert torch.allclose(q, q.round(), atol=1e-3) and q.min() >= -1e-3 and q.max() <= 255 + 1e-3
 
 
-@compiles
-def test_fused_quantizer_draws_the_node_streams():
-    x = torch.randn(4, 50, generator=torch.Generator().manual_seed(2))
-    keys = streams.node_keys(0, range(4), 3)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape,node_dim", [((4, 50), 0), ((3, 4, 5, 6), 1), ((1, 7, 3), 0), ((2, 6, 4), 2),
+                                            ((5, 9), None)])
+def test_fused_quantizer_draws_the_node_streams(shape, node_dim, mode):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    keys = streams.node_keys(0, range(1 if node_dim is None else shape[node_dim]), 3)
 
     def run():
         with streams.node_streams(keys):
-            return quantize_per_node(x, 8, True, 0)
+            return quantize_per_node(x, 8, True, node_dim)
 
-    eager, one_kernel = _both(run)
+    eager, one_kernel = _both(run, mode)
     assert torch.equal(eager, one_kernel)
-    again, _ = _both(run)
+    again, _ = _both(run, mode)
     assert torch.equal(again, eager)  # the streams, not the global generator
 
 
-@compiles
+def test_the_c_loop_handles_nan_signed_zeros_and_out_of_range_values_as_the_eager_passes():
+    x = torch.randn(3, 64, generator=torch.Generator().manual_seed(3))
+    x[0, :4] = torch.tensor([float("nan"), -0.0, 0.0, 1e30])
+    mn, mx = torch.tensor([-1.0, 0.0, -0.0]).view(3, 1), torch.tensor([1.0, 0.0, 2.0]).view(3, 1)  # a constant range
+    for stochastic in (False, True):
+        eager, c_loop = _both(lambda: fake_quantize(x, mn, mx, 8, stochastic, node_dim=0))
+        assert torch.equal(eager.view(torch.int32), c_loop.view(torch.int32))  # every bit, NaN and -0 too
+
+
 def test_fused_quantizer_runs_one_kernel_pass(fused_on):
     from torch.profiler import ProfilerActivity, profile
     x = torch.randn(8, 16, 5, 5)
@@ -94,20 +108,78 @@ def _steps(model: str, spec: tuple[str, int], steps: int = 1) -> torch.Tensor:
     return run_steps(c, sm, steps)
 
 
-@compiles
-@pytest.mark.parametrize("spec", [("vmap", 1), ("vmap", 4), ("layers", 4)])
-def test_8bit_training_steps_with_the_fused_quantizer_are_bitwise_the_eager_ones(spec):
-    eager, one_kernel = _both(lambda: _steps("mlp", spec, 2))
+SPECS = [("vmap", 1), ("vmap", 4), ("layers", 4)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("spec", SPECS)
+def test_8bit_training_steps_with_the_fused_quantizer_are_bitwise_the_eager_ones(spec, mode):
+    eager, one_kernel = _both(lambda: _steps("mlp", spec, 2), mode)
     assert torch.equal(eager, one_kernel)
 
 
-@compiles  # the digits CNN: conv activations, max-pool, per-node ranges on 4-D tensors
-def test_8bit_cnn_steps_with_the_fused_quantizer_are_bitwise_the_eager_ones():
+@pytest.mark.parametrize("spec", SPECS)
+def test_8bit_steps_of_a_model_with_dropout_in_the_c_loop_are_bitwise_the_eager_ones(spec):
+    eager, c_loop = _both(lambda: _steps("tests.equivalence_models:make_plain_drop", spec, 2))
+    assert torch.equal(eager, c_loop)
+
+
+@pytest.mark.parametrize("mode", MODES)  # the digits CNN: conv activations, max-pool, per-node ranges on 4-D tensors
+def test_8bit_cnn_steps_with_the_fused_quantizer_are_bitwise_the_eager_ones(mode):
     for spec in (("vmap", 1), ("vmap", 4)):
-        eager, one_kernel = _both(lambda: _steps("cnn", spec, 2))
+        eager, one_kernel = _both(lambda: _steps("cnn", spec, 2), mode)
         assert torch.equal(eager, one_kernel)
 
 
+def test_auto_runs_the_c_loop_on_a_cpu_at_one_thread_only():
+    x = torch.randn(8, 16)
+    previous, threads = fused.set_fused("auto"), torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert fused.wanted(x) and fused.takes_codes(x, x.amin(), x.amax(), None)
+        torch.set_num_threads(2)
+        assert not fused.wanted(x) and not fused.takes_codes(x, x.amin(), x.amax(), None)
+        assert not fused.wanted(x.double())  # float32 only
+    finally:
+        torch.set_num_threads(threads)
+        fused.set_fused(previous)
+
+
+def test_without_a_c_compiler_the_eager_passes_run_with_one_warning(monkeypatch):
+    monkeypatch.setattr(fused.cpu_kernel, "_LIB", [None])
+    monkeypatch.setattr(fused.cpu_kernel, "_WHY", ["no C compiler (cc, gcc or clang) on PATH"])
+    monkeypatch.setattr(fused, "_C_WARNED", [])
+    previous = fused.set_fused("on")
+    try:
+        x = torch.randn(4, 9)
+        mn, mx = torch.aminmax(x)
+        with pytest.warns(RuntimeWarning, match="no C loop .*no C compiler"):
+            assert not fused.takes_codes(x, mn, mx, None)
+        fused.set_fused("off")
+        torch.manual_seed(0)
+        eager = fake_quantize(x, mn, mx, 8, True)
+        fused.set_fused("auto")
+        torch.manual_seed(0)
+        assert torch.equal(fake_quantize(x, mn, mx, 8, True), eager)
+    finally:
+        fused.set_fused(previous)
+
+
 def test_fused_mode_is_checked():
-    with pytest.raises(ValueError, match="auto, on, off"):
+    with pytest.raises(ValueError, match="auto, on, compiled, off"):
         fused.set_fused("yes")
+
+
+def test_the_c_loop_is_built_in_the_users_cache_and_not_loaded_from_a_folder_others_may_write(tmp_path,
+                                                                                            monkeypatch):
+    from decent8.quant import cpu_kernel
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(cpu_kernel, "_LIB", [])
+    monkeypatch.setattr(cpu_kernel, "_WHY", [])
+    assert cpu_kernel.available()
+    built = Path(cpu_kernel._LIB[0]._name)
+    assert built.parent == tmp_path / "decent8" / "kernels"
+    built.parent.chmod(0o777)                              # anyone may now replace the library
+    monkeypatch.setattr(cpu_kernel, "_LIB", [])
+    assert cpu_kernel.available()
+    assert not Path(cpu_kernel._LIB[0]._name).is_relative_to(tmp_path)  # built afresh in a private folder

@@ -18,14 +18,22 @@ draws (the node's stream or the device generator) stay as they are: the draws ar
 same numbers, handed to the kernel as float codes.
 
 The tensor is seen as ``[a, c, b]`` (``c`` nodes along ``node_dim``, ``[1, 1, n]`` for one
-range) so one compiled graph serves every rank; a deterministic and a stochastic kernel,
-each with dynamic sizes. Used where launches cost most: ``auto`` (the default) fuses CUDA
-tensors, ``on`` every device (a CPU then pays ~40 µs of dispatch per call, but one pass
-over a large tensor instead of six), ``off`` none (:func:`set_fused`). Never while a
-whole step is being compiled (``sim.compile``: the compiler fuses it there) nor inside
-``torch.func`` transforms (the quantizer's vmap rules call it on the physical tensor).
-A machine where the compiler does not work falls back to the eager passes with one
-warning line.
+range). Two backends compute it:
+
+* on the CPU, one C loop (:mod:`decent8.quant.cpu_kernel`, built once with the system C
+  compiler, called through ctypes: a few µs a call);
+* elsewhere (and on the CPU in mode ``compiled``), a ``torch.compile`` region: a
+  deterministic and a stochastic kernel, each with dynamic sizes, so one compiled graph
+  serves every rank (Triton on a GPU, C++ on a CPU, ~40 µs of guards a call there).
+
+Modes (:func:`set_fused`): ``auto`` (the default) fuses CUDA tensors, and CPU tensors where
+the C loop is built and PyTorch runs one thread (with more, the eager operators split a large
+tensor over the threads and the single-threaded loop is not faster); ``on`` fuses every
+tensor; ``compiled`` uses ``torch.compile`` on every device; ``off`` none. Never while a whole
+step is being compiled (``sim.compile``: the compiler fuses it there) nor inside
+``torch.func`` transforms (the quantizer's vmap rules call it on the physical tensor). A
+machine where the compiler does not work falls back to the eager passes with one warning
+line; the values are the same either way.
 """
 from __future__ import annotations
 
@@ -37,15 +45,18 @@ from typing import Callable, Iterator
 
 import torch
 
-FUSED_MODES = ("auto", "on", "off")
+from . import cpu_kernel
+
+FUSED_MODES = ("auto", "on", "compiled", "off")
 _MODE = ["auto"]
 _BROKEN: list[str] = []  # the compiler's failure, once seen
 _KERNELS: dict[tuple, Callable[..., torch.Tensor]] = {}
 
 
 def set_fused(mode: str) -> str:
-    """Where the fused quantizer runs: ``auto`` (CUDA tensors), ``on`` (every device),
-    ``off`` (nowhere). Returns the previous mode."""
+    """Where the fused quantizer runs: ``auto`` (CUDA tensors; CPU tensors with the C loop at
+    one thread), ``on`` (every device), ``compiled`` (every device, ``torch.compile`` on the
+    CPU too), ``off`` (nowhere). Returns the previous mode."""
     if mode not in FUSED_MODES:
         raise ValueError(f"fused quantizer mode must be one of {', '.join(FUSED_MODES)}, got {mode!r}")
     previous, _MODE[0] = _MODE[0], mode
@@ -97,17 +108,38 @@ def _no_function_modes() -> Iterator[None]:
             torch._C._push_on_torch_function_stack(mode)
 
 
+def _c_loop(x: torch.Tensor) -> bool:
+    """Whether the CPU's C loop quantizes ``x`` (float32 on the CPU, not in mode ``compiled``,
+    the library built; warns once where it cannot be)."""
+    if x.device.type != "cpu" or x.dtype != torch.float32 or _MODE[0] == "compiled":
+        return False
+    if cpu_kernel.available():
+        return True
+    if not _C_WARNED:
+        _C_WARNED.append(True)
+        warnings.warn(f"fused 8-bit quantizer: no C loop ({cpu_kernel.why_unavailable()}); using the eager "
+                      "operators (the same values, slower)", RuntimeWarning, stacklevel=4)
+    return False
+
+
+_C_WARNED: list[bool] = []
+
+
 def wanted(x: torch.Tensor) -> bool:
     """Whether ``x`` is quantized by the fused kernel (mode, device, no transform or trace active)."""
     mode = _MODE[0]
-    if mode == "off" or _BROKEN or (mode == "auto" and x.device.type != "cuda"):
-        return False
-    if x.numel() == 0:
+    if mode == "off" or x.numel() == 0:
         return False
     probe = getattr(torch.compiler, "is_compiling", None)
     if probe is not None and probe():
         return False
-    return not torch._C._functorch.is_functorch_wrapped_tensor(x)  # (a vmap rule's physical tensor is plain)
+    if torch._C._functorch.is_functorch_wrapped_tensor(x):  # (a vmap rule's physical tensor is plain)
+        return False
+    if mode == "auto":
+        if x.device.type == "cpu":
+            return torch.get_num_threads() == 1 and _c_loop(x)
+        return x.device.type == "cuda" and not _BROKEN
+    return _c_loop(x) or not _BROKEN
 
 
 def memory_order(x: torch.Tensor) -> tuple[torch.Tensor, list[int]] | None:
@@ -142,6 +174,10 @@ def fake_quantize_fused(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, lev
     r = (1, c, 1)
     x3 = x.detach().view(shape3)  # (requires_grad is not a guard: fewer graphs)
     mn3, mx3 = mn.detach().reshape(r), mx.detach().reshape(r)
+    if _c_loop(x) and mn3.dtype == mx3.dtype == torch.float32 and (h is None or h.dtype == torch.float32):
+        h3 = None if h is None else h.detach().reshape(shape3)
+        out = cpu_kernel.fake_quantize(x3, mn3, mx3, h3, float(levels), float(min_scale), float(dither_levels))
+        return out.view(x.shape)
     try:
         with _no_function_modes():
             if h is None:
@@ -154,6 +190,28 @@ def fake_quantize_fused(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, lev
         _fail(e, stochastic=h is not None)
         return None
     _WORKED.append(True)
+    return out.view(x.shape)
+
+
+def takes_codes(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, node_dim: int | None) -> bool:
+    """Whether :func:`fake_quantize_codes` quantizes ``x`` (contiguous, the CPU's C loop, one
+    range or one per node along ``node_dim``): decided before anything is drawn."""
+    if not (x.is_contiguous() and wanted(x) and _c_loop(x)) or mn.dtype != torch.float32 or mx.dtype != torch.float32:
+        return False
+    _, c, _ = _as_abc(x, node_dim)
+    return mn.numel() in (1, c) and mx.numel() in (1, c)
+
+
+def fake_quantize_codes(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, levels: int, min_scale: float,
+                        codes: torch.Tensor, dither_levels: int, node_dim: int | None) -> torch.Tensor:
+    """Stochastic Q_b(x) in the CPU's C loop, reading the int16 dither ``codes`` as drawn:
+    shaped like ``x`` (the global generator's :func:`~decent8.quant.quantizer.dither_like`),
+    or one row per node along ``node_dim`` (:func:`decent8.streams.draw_dither_rows`). The
+    same values as the eager passes with those codes as floats. Requires :func:`takes_codes`."""
+    a, c, b = _as_abc(x, node_dim)
+    mn3, mx3 = mn.detach().reshape(-1).expand(c), mx.detach().reshape(-1).expand(c)
+    out = cpu_kernel.fake_quantize(x.detach().view(a, c, b), mn3, mx3, None, float(levels), float(min_scale),
+                                   float(dither_levels), codes=codes)
     return out.view(x.shape)
 
 
@@ -176,4 +234,4 @@ def _fail(e: Exception, stochastic: bool) -> None:
 _SHAPE_FAILED: list[str] = []
 
 
-__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused"]
+__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "takes_codes", "fake_quantize_codes"]

@@ -265,6 +265,13 @@ def fake_quantize(
             mn = mn.to(x.dtype)
         if mx.dtype != x.dtype:
             mx = mx.to(x.dtype)
+        if stochastic and fused.takes_codes(x, mn, mx, node_dim):  # the C loop reads the int16 codes as drawn
+            if not streams.active():
+                return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, dither_like(x, True), _DITHER_LEVELS,
+                                                 node_dim)
+            rows = streams.draw_dither_rows(x, -1 if node_dim is None else node_dim)
+            if rows is not None:
+                return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, rows, _DITHER_LEVELS, node_dim)
         ordered = fused.memory_order(x) if fused.wanted(x) else None
         if ordered is not None:  # one kernel, the same arithmetic (.fused), on x in its memory order
             xp, perm = ordered

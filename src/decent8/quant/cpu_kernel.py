@@ -1,0 +1,225 @@
+"""Q_b's elementwise passes as one C loop on the CPU (SPEC §5), built with the system compiler.
+
+Eagerly the quantizer makes seven to eight passes over a tensor (``x − min``, ``/ scale``,
+the dither, clamp, round, ``· scale``, ``+ min``); each reads and writes the whole tensor.
+Here they are one loop over ``[a, c, b]`` (``c`` ranges, one per node), per element::
+
+    y = (x − mn) / s                                   deterministic
+    y = (x − shift) / s + h · 2^-16                     stochastic (shift = mn − s · 2^-17)
+    x̂ = round(clamp(y, 0, L)) · s + mn                  round half to even
+
+in float32, each operation rounded as its eager operator rounds it (``-ffp-contract=off``:
+no fused multiply-add; IEEE division; ``nearbyintf``; NaN passes through the clamp as in
+``torch.clamp``). So x̂ is the eager passes' result bit for bit, on any vector width
+(``tests/quant/test_fused.py``). The step ``s = max((mx − mn)/L, 1e-8)`` and the shift are
+computed per range in the same way: ``s = max((mx − mn)/L, 1e-8)``, ``shift = mn + s·(−2^-17)``.
+
+The library is compiled once per machine and source (``cc -O3 -shared``, under
+``$XDG_CACHE_HOME/decent8/kernels``, about half a second; loaded only if that folder and file
+are the user's own and nobody else may write them, else built afresh in a private temporary
+folder) and called through ``ctypes``,
+which releases the GIL and costs a few microseconds a call — no compiler guards, unlike a
+``torch.compile`` region on the CPU (~40 µs a call). Where no C compiler works,
+:func:`available` is False and the eager passes run (the caller warns once).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+_SOURCE = r"""
+#include <math.h>
+#include <stdint.h>
+
+/* torch.clamp(y, 0, L): NaN stays NaN; -0 becomes +0 (the vector kernels' max(y, 0)) */
+static inline float clamp_levels(float y, float levels) {
+    y = (y > 0.0f || y != y) ? y : 0.0f;
+    return (y < levels || y != y) ? y : levels;
+}
+
+/* out[i, j, k] = Q(x[i, j, k]) over the range [mn[j], mx[j]]. The dither codes: h as floats
+   like x, or hc as int16, either like x (node_stride 0) or one row per range (row j at
+   hc + j * node_stride, element (i, k) at i * b + k); both NULL: deterministic rounding.
+   The step and the shift are the quantizer's: s = max((mx - mn) / L, min_scale) (NaN stays
+   NaN), shift = mn + s * (-2^-17). */
+void d8_fake_quantize(const float *x, float *out, const float *h, const int16_t *hc, const float *mn,
+                      const float *mx, int64_t a, int64_t c, int64_t b, int64_t node_stride, float levels,
+                      float min_scale, float inv_dither, float shift_step) {
+    for (int64_t i = 0; i < a; ++i) {
+        for (int64_t j = 0; j < c; ++j) {
+            const int64_t base = (i * c + j) * b;
+            const float m = mn[j];
+            float st = (mx[j] - m) / levels;
+            st = (st < min_scale) ? min_scale : st;
+            const float sh = m + st * shift_step;
+            const float *xr = x + base;
+            float *o = out + base;
+            if (h) {
+                const float *hr = h + base;
+                for (int64_t k = 0; k < b; ++k) {
+                    float y = (xr[k] - sh) / st;
+                    y = y + hr[k] * inv_dither;
+                    y = nearbyintf(clamp_levels(y, levels));
+                    o[k] = y * st + m;
+                }
+            } else if (hc) {
+                const int16_t *hr = node_stride ? hc + j * node_stride + i * b : hc + base;
+                for (int64_t k = 0; k < b; ++k) {
+                    float y = (xr[k] - sh) / st;
+                    y = y + (float)hr[k] * inv_dither;
+                    y = nearbyintf(clamp_levels(y, levels));
+                    o[k] = y * st + m;
+                }
+            } else {
+                for (int64_t k = 0; k < b; ++k) {
+                    float y = (xr[k] - m) / st;
+                    y = nearbyintf(clamp_levels(y, levels));
+                    o[k] = y * st + m;
+                }
+            }
+        }
+    }
+}
+"""
+
+_FLAGS = ["-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno"]
+_LOCK = threading.Lock()
+_LIB: list[ctypes.CDLL | None] = []      # the loaded library (None: no compiler), once tried
+_WHY: list[str] = []                     # why it could not be built
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _isa_flags() -> list[str]:
+    """AVX2 (8 floats a vector, a rounding instruction) where the CPU has it; SSE4.1 else on
+    x86-64. The values do not depend on the vector width, only the speed."""
+    flags = _cpu_flags()
+    if "avx2" in flags:
+        return ["-mavx2"]
+    if "sse4_1" in flags:
+        return ["-msse4.1"]
+    return []
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "decent8" / "kernels"
+
+
+def _private(path: Path) -> bool:
+    """``path`` and its folder belong to this user and no one else may write them (a library
+    anyone could replace is not loaded)."""
+    if not hasattr(os, "getuid"):
+        return True
+    try:
+        for p in (path, path.parent):
+            st = p.stat()
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _compile(cc: str, flags: list[str], lib: Path) -> None:
+    """Build the library at ``lib`` (atomically: a concurrent process sees all of it or none)."""
+    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+        src, out = Path(tmp) / "fake_quantize.c", Path(tmp) / lib.name
+        src.write_text(_SOURCE, encoding="utf-8")
+        done = subprocess.run([cc, *flags, "-o", str(out), str(src), "-lm"], capture_output=True, text=True,
+                              timeout=120, check=False)
+        if done.returncode != 0:
+            raise OSError(f"{cc} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+        os.replace(out, lib)
+
+
+def _build() -> ctypes.CDLL:
+    """The library: from the per-user cache, built there on first use (or in a private
+    temporary folder where the cache cannot be written or is not private)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise OSError("no C compiler (cc, gcc or clang) on PATH")
+    flags = [*_FLAGS, *_isa_flags()]
+    tag = hashlib.sha256("\0".join([_SOURCE, cc, *flags, sys.platform]).encode()).hexdigest()[:16]
+    lib = _cache_dir() / f"fake_quantize-{tag}.so"
+    try:
+        if not lib.exists():
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            _compile(cc, flags, lib)
+        usable = _private(lib)
+    except OSError:
+        usable = False
+    if not usable:
+        lib = Path(tempfile.mkdtemp(prefix="decent8-kernels-")) / lib.name   # mode 0700
+        _compile(cc, flags, lib)
+    so = ctypes.CDLL(str(lib))
+    fn = so.d8_fake_quantize
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_float] * 4
+    return so
+
+
+def available() -> bool:
+    """Whether the C loop can run here (built and loaded on the first call)."""
+    if not _LIB:
+        with _LOCK:
+            if not _LIB:
+                try:
+                    _LIB.append(_build())
+                except (OSError, subprocess.SubprocessError) as e:
+                    _WHY.append(str(e).splitlines()[0][:160] if str(e) else type(e).__name__)
+                    _LIB.append(None)
+    return _LIB[0] is not None
+
+
+def why_unavailable() -> str:
+    """The reason :func:`available` is False ("" when it is True or not yet asked)."""
+    return _WHY[0] if _WHY else ""
+
+
+def fake_quantize(x3: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, h3: torch.Tensor | None, levels: float,
+                  min_scale: float, dither_levels: float, codes: torch.Tensor | None = None) -> torch.Tensor:
+    """Q_b of ``x3`` (contiguous float32 ``[a, c, b]`` on the CPU) over the ``c`` ranges
+    ``[mn, mx]`` (float32, ``c`` values each): a new tensor like ``x3``. The dither: ``h3``
+    (float32 codes like ``x3``), or ``codes`` (int16: ``a·c·b`` values in ``x3``'s order, or
+    ``[c, a·b]`` rows, one per range, rows strided, each contiguous); neither: deterministic
+    rounding. Requires :func:`available`."""
+    a, c, b = x3.shape
+    out = torch.empty_like(x3)
+    mn, mx = mn.contiguous(), mx.contiguous()
+    h3 = h3.contiguous() if h3 is not None else None
+    node_stride = 0
+    if codes is not None:
+        if codes.dim() == 2 and codes.shape[0] == c and c > 1:
+            assert codes.shape[1] == a * b and codes.stride(1) == 1
+            node_stride = codes.stride(0)
+        else:
+            codes = codes.contiguous()
+            assert codes.numel() == x3.numel()
+    lib = _LIB[0]
+    assert lib is not None
+    lib.d8_fake_quantize(x3.data_ptr(), out.data_ptr(), h3.data_ptr() if h3 is not None else None,
+                         codes.data_ptr() if codes is not None else None, mn.data_ptr(), mx.data_ptr(),
+                         a, c, b, node_stride, levels, min_scale, 1.0 / dither_levels, -0.5 / dither_levels)
+    return out
+
+
+__all__ = ["available", "why_unavailable", "fake_quantize"]
