@@ -80,10 +80,37 @@ def test_fused_quantizer_draws_the_node_streams(shape, node_dim, mode):
 def test_the_c_loop_handles_nan_signed_zeros_and_out_of_range_values_as_the_eager_passes():
     x = torch.randn(3, 64, generator=torch.Generator().manual_seed(3))
     x[0, :4] = torch.tensor([float("nan"), -0.0, 0.0, 1e30])
-    mn, mx = torch.tensor([-1.0, 0.0, -0.0]).view(3, 1), torch.tensor([1.0, 0.0, 2.0]).view(3, 1)  # a constant range
+    x[2, :2] = torch.tensor([-1.4e-45, 0.0])               # (x − (−0)) / s underflows to −0: clamp keeps −0
+    mn, mx = torch.tensor([-1.0, 0.0, -0.0]).view(3, 1), torch.tensor([1.0, 0.0, 1000.0]).view(3, 1)  # a constant range
     for stochastic in (False, True):
-        eager, c_loop = _both(lambda: fake_quantize(x, mn, mx, 8, stochastic, node_dim=0))
+        eager, c_loop = _both(lambda stochastic=stochastic: fake_quantize(x, mn, mx, 8, stochastic, node_dim=0))
         assert torch.equal(eager.view(torch.int32), c_loop.view(torch.int32))  # every bit, NaN and -0 too
+        assert stochastic or torch.signbit(eager[2, 0])
+
+
+@pytest.mark.parametrize("shape,node_dim", [((6, 6), 1), ((4, 4), 0), ((5, 5), None), ((3, 3, 3), 2)])
+def test_square_tensors_read_their_dither_codes_in_place(shape, node_dim):
+    """Codes of the global generator are laid out like the tensor, whatever its shape (a
+    square tensor's codes are not one row per node)."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(4)) * 3
+    if node_dim is None:
+        mn, mx = torch.aminmax(x)
+    else:
+        dims = tuple(d for d in range(x.dim()) if d != node_dim)
+        mn, mx = x.amin(dim=dims, keepdim=True), x.amax(dim=dims, keepdim=True)
+    eager, c_loop = _both(lambda: fake_quantize(x, mn, mx, 8, True, node_dim=node_dim))
+    assert torch.equal(eager, c_loop)
+
+
+def test_ranges_the_kernels_do_not_assume_run_the_eager_passes():
+    x = torch.randn(3, 4, 4, generator=torch.Generator().manual_seed(5))
+    across = (x.amin(dim=(0, 1)), x.amax(dim=(0, 1)))           # 4 values along the last dim, not node_dim 1
+    assert not fused.ranges_fit(x, *across, 1)
+    assert fused.ranges_fit(x, x.amin(dim=(0, 2), keepdim=True), x.amax(dim=(0, 2), keepdim=True), 1)
+    assert not fused.ranges_fit(torch.randn(7), torch.zeros(1, 1), torch.ones(1, 1), None)  # more dims than x
+    for stochastic in (False, True):
+        eager, fused_mode = _both(lambda stochastic=stochastic: fake_quantize(x, *across, 8, stochastic, node_dim=1))
+        assert torch.equal(eager, fused_mode)
 
 
 def test_fused_quantizer_runs_one_kernel_pass(fused_on):
@@ -183,3 +210,13 @@ def test_the_c_loop_is_built_in_the_users_cache_and_not_loaded_from_a_folder_oth
     monkeypatch.setattr(cpu_kernel, "_LIB", [])
     assert cpu_kernel.available()
     assert not Path(cpu_kernel._LIB[0]._name).is_relative_to(tmp_path)  # built afresh in a private folder
+
+
+@pytest.mark.parametrize("shape,node_dim", [((6, 6), 1), ((6, 6), -1), ((2, 6, 4), 2), ((3, 5), 0), ((4, 2, 3), -2)])
+def test_node_ranges_are_the_min_and_max_of_each_nodes_slice(shape, node_dim):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(6))
+    mn, mx = node_minmax(x, node_dim)
+    d = node_dim % x.dim()
+    dims = tuple(i for i in range(x.dim()) if i != d)
+    assert torch.equal(mn, x.amin(dim=dims, keepdim=True)) and torch.equal(mx, x.amax(dim=dims, keepdim=True))
+

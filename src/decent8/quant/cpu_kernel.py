@@ -8,16 +8,18 @@ Here they are one loop over ``[a, c, b]`` (``c`` ranges, one per node), per elem
     y = (x − shift) / s + h · 2^-16                     stochastic (shift = mn − s · 2^-17)
     x̂ = round(clamp(y, 0, L)) · s + mn                  round half to even
 
-in float32, each operation rounded as its eager operator rounds it (``-ffp-contract=off``:
-no fused multiply-add; IEEE division; ``nearbyintf``; NaN passes through the clamp as in
-``torch.clamp``). So x̂ is the eager passes' result bit for bit, on any vector width
-(``tests/quant/test_fused.py``). The step ``s = max((mx − mn)/L, 1e-8)`` and the shift are
-computed per range in the same way: ``s = max((mx − mn)/L, 1e-8)``, ``shift = mn + s·(−2^-17)``.
+in float32, each operation rounded as its eager operator rounds it (``-fno-fast-math
+-ffp-contract=off``: IEEE division, no fused multiply-add — the products by 2^-16 and 2^-17
+are exact, so the eager kernels' fused ones round the same; ``nearbyintf``; NaN and −0 pass
+through the clamp as in ``torch.clamp``). So x̂ is the eager passes' result bit for bit, on
+any vector width (``tests/quant/test_fused.py``). The step and the shift are computed per
+range as the eager passes compute them: ``s = max((mx − mn)/L, 1e-8)``,
+``shift = mn + s·(−2^-17)``.
 
-The library is compiled once per machine and source (``cc -O3 -shared``, under
+The library is compiled once per user and source (``cc -O3 -shared``, under
 ``$XDG_CACHE_HOME/decent8/kernels``, about half a second; loaded only if that folder and file
 are the user's own and nobody else may write them, else built afresh in a private temporary
-folder) and called through ``ctypes``,
+folder; checked against the eager rounding on a probe when loaded) and called through ``ctypes``,
 which releases the GIL and costs a few microseconds a call — no compiler guards, unlike a
 ``torch.compile`` region on the CPU (~40 µs a call). Where no C compiler works,
 :func:`available` is False and the eager passes run (the caller warns once).
@@ -27,6 +29,8 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,17 +44,19 @@ _SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
 
-/* torch.clamp(y, 0, L): NaN stays NaN; -0 becomes +0 (the vector kernels' max(y, 0)) */
+/* torch.clamp(y, 0, L) = min(max(y, 0), L): NaN and -0 pass through unchanged */
 static inline float clamp_levels(float y, float levels) {
-    y = (y > 0.0f || y != y) ? y : 0.0f;
-    return (y < levels || y != y) ? y : levels;
+    y = (y < 0.0f) ? 0.0f : y;
+    return (levels < y) ? levels : y;
 }
 
 /* out[i, j, k] = Q(x[i, j, k]) over the range [mn[j], mx[j]]. The dither codes: h as floats
    like x, or hc as int16, either like x (node_stride 0) or one row per range (row j at
    hc + j * node_stride, element (i, k) at i * b + k); both NULL: deterministic rounding.
-   The step and the shift are the quantizer's: s = max((mx - mn) / L, min_scale) (NaN stays
-   NaN), shift = mn + s * (-2^-17). */
+   h * 2^-16 and s * 2^-17 are exact, so whether the eager add with alpha fuses its multiply
+   (PyTorch's vector kernels do) cannot change a bit; everything else is one IEEE operation
+   each, in the eager order. The step and the shift are the quantizer's:
+   s = max((mx - mn) / L, min_scale) (NaN stays NaN), shift = mn + s * (-2^-17). */
 void d8_fake_quantize(const float *x, float *out, const float *h, const int16_t *hc, const float *mn,
                       const float *mx, int64_t a, int64_t c, int64_t b, int64_t node_stride, float levels,
                       float min_scale, float inv_dither, float shift_step) {
@@ -91,7 +97,7 @@ void d8_fake_quantize(const float *x, float *out, const float *h, const int16_t 
 }
 """
 
-_FLAGS = ["-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno"]
+_FLAGS = ["-O3", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno"]
 _LOCK = threading.Lock()
 _LIB: list[ctypes.CDLL | None] = []      # the loaded library (None: no compiler), once tried
 _WHY: list[str] = []                     # why it could not be built
@@ -139,42 +145,78 @@ def _private(path: Path) -> bool:
     return True
 
 
-def _compile(cc: str, flags: list[str], lib: Path) -> None:
+def _compile(cc: list[str], flags: list[str], lib: Path) -> None:
     """Build the library at ``lib`` (atomically: a concurrent process sees all of it or none)."""
     with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
         src, out = Path(tmp) / "fake_quantize.c", Path(tmp) / lib.name
         src.write_text(_SOURCE, encoding="utf-8")
-        done = subprocess.run([cc, *flags, "-o", str(out), str(src), "-lm"], capture_output=True, text=True,
-                              timeout=120, check=False)
+        done = subprocess.run([*cc, *flags, "-o", str(out), str(src), "-lm"], capture_output=True, text=True,
+                              errors="replace", timeout=120, check=False)
         if done.returncode != 0:
-            raise OSError(f"{cc} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+            raise OSError(f"{' '.join(cc)} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+        os.chmod(out, 0o755)              # whatever the umask: only its owner may write it
         os.replace(out, lib)
 
 
-def _build() -> ctypes.CDLL:
-    """The library: from the per-user cache, built there on first use (or in a private
-    temporary folder where the cache cannot be written or is not private)."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise OSError("no C compiler (cc, gcc or clang) on PATH")
-    flags = [*_FLAGS, *_isa_flags()]
-    tag = hashlib.sha256("\0".join([_SOURCE, cc, *flags, sys.platform]).encode()).hexdigest()[:16]
-    lib = _cache_dir() / f"fake_quantize-{tag}.so"
-    try:
-        if not lib.exists():
-            lib.parent.mkdir(parents=True, exist_ok=True)
-            _compile(cc, flags, lib)
-        usable = _private(lib)
-    except OSError:
-        usable = False
-    if not usable:
-        lib = Path(tempfile.mkdtemp(prefix="decent8-kernels-")) / lib.name   # mode 0700
-        _compile(cc, flags, lib)
+def _load(lib: Path) -> ctypes.CDLL:
     so = ctypes.CDLL(str(lib))
     fn = so.d8_fake_quantize
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_float] * 4
     return so
+
+
+def _build() -> ctypes.CDLL:
+    """The library: from the per-user cache, built there on first use (or in a private
+    temporary folder, removed once loaded, where the cache cannot be written, is not
+    private or holds a library that does not load), checked against the eager rounding."""
+    cc = shlex.split(os.environ.get("CC", "")) or [shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+                                                    or ""]
+    if not cc[0]:
+        raise OSError("no C compiler (cc, gcc or clang) on PATH")
+    flags = [*_FLAGS, *_isa_flags()]
+    tag = hashlib.sha256("\0".join([_SOURCE, *cc, *flags, sys.platform, platform.machine()]).encode()).hexdigest()[:16]
+    lib = _cache_dir() / f"fake_quantize-{tag}.so"
+    so = None
+    try:
+        if not lib.exists():
+            lib.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _compile(cc, flags, lib)
+        if _private(lib):
+            so = _load(lib)
+    except (OSError, subprocess.SubprocessError):
+        so = None
+    if so is None:
+        tmp = Path(tempfile.mkdtemp(prefix="decent8-kernels-"))   # mode 0700
+        try:
+            _compile(cc, flags, tmp / lib.name)
+            so = _load(tmp / lib.name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)                 # (a loaded library stays mapped)
+    _self_test(so)
+    return so
+
+
+def _self_test(so: ctypes.CDLL) -> None:
+    """The loop must round as the eager operators do (a compiler that defaults to fast
+    floating-point math would not): both roundings of a probe, compared bit for bit."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(61, generator=g) * 3, torch.tensor([-0.0, 1e30, -1e30])]).view(1, 1, 64)
+    mn, mx = torch.tensor([-2.0]), torch.tensor([2.5])
+    codes = torch.randint(-(1 << 15), 1 << 15, (64,), generator=g, dtype=torch.int16)
+    scale = torch.sub(mx, mn).div_(255.0).clamp_min_(1e-8)
+    for stochastic in (False, True):
+        out = torch.empty_like(x)
+        so.d8_fake_quantize(x.data_ptr(), out.data_ptr(), None, codes.data_ptr() if stochastic else None,
+                            mn.data_ptr(), mx.data_ptr(), 1, 1, 64, 0, 255.0, 1e-8, 1.0 / 65536, -0.5 / 65536)
+        if stochastic:
+            y = torch.sub(x, torch.add(mn, scale, alpha=-0.5 / 65536)).div_(scale)
+            y.add_(codes.view(1, 1, 64).float(), alpha=1.0 / 65536)
+        else:
+            y = torch.sub(x, mn).div_(scale)
+        want = y.clamp_(0, 255).round_().mul_(scale).add_(mn)
+        if not torch.equal(out.view(torch.int32), want.view(torch.int32)):
+            raise OSError("the compiled loop does not round as PyTorch does (fast floating-point math?)")
 
 
 def available() -> bool:
@@ -196,24 +238,27 @@ def why_unavailable() -> str:
 
 
 def fake_quantize(x3: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, h3: torch.Tensor | None, levels: float,
-                  min_scale: float, dither_levels: float, codes: torch.Tensor | None = None) -> torch.Tensor:
+                  min_scale: float, dither_levels: float, codes: torch.Tensor | None = None,
+                  code_rows: bool = False) -> torch.Tensor:
     """Q_b of ``x3`` (contiguous float32 ``[a, c, b]`` on the CPU) over the ``c`` ranges
     ``[mn, mx]`` (float32, ``c`` values each): a new tensor like ``x3``. The dither: ``h3``
     (float32 codes like ``x3``), or ``codes`` (int16: ``a·c·b`` values in ``x3``'s order, or
-    ``[c, a·b]`` rows, one per range, rows strided, each contiguous); neither: deterministic
-    rounding. Requires :func:`available`."""
+    with ``code_rows`` ``[c, a·b]``, one row per range, rows strided, each contiguous);
+    neither: deterministic rounding. Requires :func:`available`."""
     a, c, b = x3.shape
     out = torch.empty_like(x3)
     mn, mx = mn.contiguous(), mx.contiguous()
     h3 = h3.contiguous() if h3 is not None else None
     node_stride = 0
     if codes is not None:
-        if codes.dim() == 2 and codes.shape[0] == c and c > 1:
-            assert codes.shape[1] == a * b and codes.stride(1) == 1
+        if code_rows and c > 1:
+            if codes.shape != (c, a * b) or codes.stride(1) != 1:
+                raise ValueError(f"dither rows of shape {tuple(codes.shape)} for {c} ranges of {a * b} values")
             node_stride = codes.stride(0)
         else:
             codes = codes.contiguous()
-            assert codes.numel() == x3.numel()
+            if codes.numel() != x3.numel():
+                raise ValueError(f"{codes.numel()} dither codes for {x3.numel()} values")
     lib = _LIB[0]
     assert lib is not None
     lib.d8_fake_quantize(x3.data_ptr(), out.data_ptr(), h3.data_ptr() if h3 is not None else None,

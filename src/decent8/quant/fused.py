@@ -193,25 +193,44 @@ def fake_quantize_fused(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, lev
     return out.view(x.shape)
 
 
+def ranges_fit(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, node_dim: int | None) -> bool:
+    """Whether the ranges are what the fused kernels assume: one value, or one per slice of
+    ``x`` along ``node_dim`` shaped to broadcast there (no more dims than ``x``, every other
+    size 1). Other ranges (legal for the eager passes, which broadcast them as they are)
+    run eagerly."""
+    for r in (mn, mx):
+        if r.dim() > x.dim():
+            return False
+        if r.numel() == 1:
+            continue
+        if node_dim is None:
+            return False
+        d = node_dim % x.dim()
+        shape = (1,) * (x.dim() - r.dim()) + tuple(r.shape)
+        if shape[d] != x.shape[d] or any(n != 1 for i, n in enumerate(shape) if i != d):
+            return False
+    return True
+
+
 def takes_codes(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, node_dim: int | None) -> bool:
     """Whether :func:`fake_quantize_codes` quantizes ``x`` (contiguous, the CPU's C loop, one
     range or one per node along ``node_dim``): decided before anything is drawn."""
     if not (x.is_contiguous() and wanted(x) and _c_loop(x)) or mn.dtype != torch.float32 or mx.dtype != torch.float32:
         return False
-    _, c, _ = _as_abc(x, node_dim)
-    return mn.numel() in (1, c) and mx.numel() in (1, c)
+    return ranges_fit(x, mn, mx, node_dim)
 
 
 def fake_quantize_codes(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, levels: int, min_scale: float,
-                        codes: torch.Tensor, dither_levels: int, node_dim: int | None) -> torch.Tensor:
+                        codes: torch.Tensor, dither_levels: int, node_dim: int | None, rows: bool) -> torch.Tensor:
     """Stochastic Q_b(x) in the CPU's C loop, reading the int16 dither ``codes`` as drawn:
     shaped like ``x`` (the global generator's :func:`~decent8.quant.quantizer.dither_like`),
-    or one row per node along ``node_dim`` (:func:`decent8.streams.draw_dither_rows`). The
-    same values as the eager passes with those codes as floats. Requires :func:`takes_codes`."""
+    or with ``rows`` one row per node along ``node_dim``
+    (:func:`decent8.streams.draw_dither_rows`). The same values as the eager passes with those
+    codes as floats. Requires :func:`takes_codes`."""
     a, c, b = _as_abc(x, node_dim)
     mn3, mx3 = mn.detach().reshape(-1).expand(c), mx.detach().reshape(-1).expand(c)
     out = cpu_kernel.fake_quantize(x.detach().view(a, c, b), mn3, mx3, None, float(levels), float(min_scale),
-                                   float(dither_levels), codes=codes)
+                                   float(dither_levels), codes=codes, code_rows=rows)
     return out.view(x.shape)
 
 
@@ -234,4 +253,5 @@ def _fail(e: Exception, stochastic: bool) -> None:
 _SHAPE_FAILED: list[str] = []
 
 
-__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "takes_codes", "fake_quantize_codes"]
+__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "ranges_fit", "takes_codes",
+           "fake_quantize_codes"]

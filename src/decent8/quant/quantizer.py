@@ -268,11 +268,13 @@ def fake_quantize(
         if stochastic and fused.takes_codes(x, mn, mx, node_dim):  # the C loop reads the int16 codes as drawn
             if not streams.active():
                 return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, dither_like(x, True), _DITHER_LEVELS,
-                                                 node_dim)
+                                                 node_dim, rows=False)
             rows = streams.draw_dither_rows(x, -1 if node_dim is None else node_dim)
             if rows is not None:
-                return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, rows, _DITHER_LEVELS, node_dim)
-        ordered = fused.memory_order(x) if fused.wanted(x) else None
+                return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, rows, _DITHER_LEVELS, node_dim,
+                                                 rows=True)
+        fits = fused.wanted(x) and fused.ranges_fit(x, mn, mx, node_dim)
+        ordered = fused.memory_order(x) if fits else None
         if ordered is not None:  # one kernel, the same arithmetic (.fused), on x in its memory order
             xp, perm = ordered
             inverse = sorted(range(len(perm)), key=perm.__getitem__)
@@ -325,6 +327,7 @@ def node_minmax(x: torch.Tensor, node_dim: int | None = 0) -> tuple[torch.Tensor
     """
     if node_dim is None:
         return torch.aminmax(x)
+    node_dim %= x.dim()
     dims = sorted((d for d in range(x.dim()) if d != node_dim), key=lambda d: (x.stride(d), d))
     inner, expected = [], 1
     for d in dims:
@@ -334,8 +337,10 @@ def node_minmax(x: torch.Tensor, node_dim: int | None = 0) -> tuple[torch.Tensor
         if x.shape[d] != 1:
             expected = x.stride(d) * x.shape[d]
     rest = tuple(d for d in dims if d not in inner)
-    if not inner:
+    if not dims:  # one value per node: its own range
         return x.clone(), x.clone()
+    if not inner:  # the node axis is the innermost one: reduce the rest as it lies
+        return x.amin(dim=rest, keepdim=True), x.amax(dim=rest, keepdim=True)
     mn, mx = x.amin(dim=tuple(inner), keepdim=True), x.amax(dim=tuple(inner), keepdim=True)
     if rest:
         mn, mx = mn.amin(dim=rest, keepdim=True), mx.amax(dim=rest, keepdim=True)
