@@ -7,13 +7,20 @@ range, then Q_b), process CPU time, one thread, median of ``--reps`` calls, the 
 interleaved call by call; the last column checks that the modes agree bit for bit.
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/quantizer_kernel.py [--reps 41] [--compiled]
+
+``--steps resnet20:8:16 cnn:64 --rounds 15`` times whole 8-bit training steps instead (the run
+``decent8 train`` builds, as ``benchmarks/lowprec_step.py`` builds it: one Choco-SGD iteration
+at the eager ``sim.chunk`` that ``auto`` picks), the eager passes against the C loop, step by
+step interleaved.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -41,11 +48,40 @@ def _time(fn, mode: str) -> float:
         fused.set_fused(previous)
 
 
+def steps(cases: list[str], rounds: int) -> None:
+    """Whole 8-bit steps, the eager passes (mode off) against the C loop (on), interleaved."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from lowprec_step import SHAPES, build_variant
+    print(f"torch {torch.__version__}, process CPU time, one thread, median of {rounds} interleaved steps (ms)")
+    print("| case | eager passes | C loop | eager / C loop |")
+    print("|---|---:|---:|---:|")
+    for case in cases:
+        parts = case.split(":")
+        model, k = parts[0], int(parts[1])
+        px = int(parts[2]) if len(parts) > 2 else SHAPES[model][1]
+        eng, x, y = build_variant(model, k, px, "int8", "cpu", "auto", False)
+        times: dict[str, list[float]] = {"off": [], "on": []}
+        for r in range(rounds + 1):
+            for m in times:
+                dt = _time(lambda: eng.train_step(x, y, 1e-4), m)
+                if r:                     # (the first round warms up)
+                    times[m].append(dt)
+        med = {m: 1e3 * statistics.median(v) for m, v in times.items()}
+        print(f"| {model}, {k} nodes, {px} px | {med['off']:.1f} | {med['on']:.1f} | {med['off'] / med['on']:.2f}× |",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=41)
     ap.add_argument("--compiled", action="store_true", help="also the torch.compile kernel (compiles first)")
+    ap.add_argument("--steps", nargs="+", metavar="MODEL:NODES[:PX]", help="time whole 8-bit steps instead")
+    ap.add_argument("--rounds", type=int, default=15, help="steps per mode with --steps")
     a = ap.parse_args()
+    torch.set_num_threads(1)
+    if a.steps:
+        steps(a.steps, a.rounds)
+        return
     cases = CASES
     if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):
         a.reps, cases = 3, [(label, tuple(min(s, 4) for s in shape), nd) for label, shape, nd in CASES[2:3]]

@@ -41,7 +41,7 @@ def test_unknown_table_is_one_line_exit_2(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not on_reference_cpu(), reason="the README's digits are the reference CPU's (an AMD EPYC); an Intel "
+@pytest.mark.skipif(not on_reference_cpu(), reason="the README's digits are the reference CPU's (an Intel Xeon); an AMD "
                                                    "CPU's MKL / oneDNN take other AVX2 code paths (docs/execution.md)")
 def test_main_job_row_of_the_readme_reproduces_exactly(main_job_summary):
     result = RESULTS["main_job"]

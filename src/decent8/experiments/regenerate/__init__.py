@@ -27,8 +27,10 @@ The CPU's vector kernels round differently too: the same run on AVX-512 kernels 
 97.92 % instead of 97.81 % (main job, seed 0, AMD EPYC). The documented numbers are
 computed with PyTorch's AVX2 kernels (:data:`REFERENCE_KERNELS`; this module and the
 test suite set them, any x86-64 CPU of the last decade has them), so they reproduce
-exactly on AVX2 and AVX-512 machines alike. A plain ``decent8 train`` uses the fastest
-kernels of its CPU; ``ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2
+exactly on AVX2 and AVX-512 machines of the reference CPU's vendor
+(:data:`~.kernels.REFERENCE_CPU_VENDOR`, an Intel Xeon): MKL and oneDNN also pick their
+code paths by vendor, so an AMD CPU ends a few tenths away. A plain ``decent8 train`` uses
+the fastest kernels of its CPU; ``ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2
 MKL_ENABLE_INSTRUCTIONS=AVX2 decent8 train`` gives the documented digits.
 """
 from .catalog import PINNED, PRICED, REPO, RESULTS, Priced, Result
