@@ -125,10 +125,10 @@ def test_fused_quantizer_runs_one_kernel_pass(fused_on):
         assert eager_op not in names  # (the eager passes dispatch each of these)
 
 
-def _steps(model: str, spec: tuple[str, int], steps: int = 1) -> torch.Tensor:
+def _steps(model: str, spec: tuple[str, int], steps: int = 1, extra: tuple[str, ...] = ()) -> torch.Tensor:
     c = build(load_config(None, ["nodes=4", "progress=false", "data.batch_size=8", "optimizer.warmup_epochs=0",
                                  f"model={model}", "precision=int8", "algorithm=choco", "compression=topk",
-                                 "compression.ratio=0.9", "sim.compile=false"]))
+                                 "compression.ratio=0.9", "sim.compile=false", *extra]))
     sm = copy.copy(c.model)
     sm.init_buffers(4)
     sm.use(strategy_for(*spec))
@@ -145,9 +145,11 @@ def test_8bit_training_steps_with_the_fused_quantizer_are_bitwise_the_eager_ones
     assert torch.equal(eager, one_kernel)
 
 
+@pytest.mark.parametrize("user_loss", [False, True], ids=["builtin_loss", "user_loss"])
 @pytest.mark.parametrize("spec", SPECS)
-def test_8bit_steps_of_a_model_with_dropout_in_the_c_loop_are_bitwise_the_eager_ones(spec):
-    eager, c_loop = _both(lambda: _steps("tests.equivalence_models:make_plain_drop", spec, 2))
+def test_8bit_steps_of_a_model_with_dropout_in_the_c_loop_are_bitwise_the_eager_ones(spec, user_loss):
+    extra = ("loss=tests.equivalence_models:smoothed_cross_entropy",) if user_loss else ()
+    eager, c_loop = _both(lambda: _steps("tests.equivalence_models:make_plain_drop", spec, 2, extra))
     assert torch.equal(eager, c_loop)
 
 

@@ -166,17 +166,27 @@ def _load(lib: Path) -> ctypes.CDLL:
     return so
 
 
-def _build() -> ctypes.CDLL:
-    """The library: from the per-user cache, built there on first use (or in a private
-    temporary folder, removed once loaded, where the cache cannot be written, is not
-    private or holds a library that does not load), checked against the eager rounding."""
+def _recipe() -> tuple[list[str], list[str], Path]:
+    """The compiler command, its flags and the cached library's path (keyed by all of them)."""
     cc = shlex.split(os.environ.get("CC", "")) or [shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
                                                     or ""]
     if not cc[0]:
         raise OSError("no C compiler (cc, gcc or clang) on PATH")
     flags = [*_FLAGS, *_isa_flags()]
     tag = hashlib.sha256("\0".join([_SOURCE, *cc, *flags, sys.platform, platform.machine()]).encode()).hexdigest()[:16]
-    lib = _cache_dir() / f"fake_quantize-{tag}.so"
+    return cc, flags, _cache_dir() / f"fake_quantize-{tag}.so"
+
+
+def library_path() -> Path:
+    """Where this process looks for the cached library (``$XDG_CACHE_HOME/decent8/kernels``)."""
+    return _recipe()[2]
+
+
+def _build() -> ctypes.CDLL:
+    """The library: from the per-user cache, built there on first use (or in a private
+    temporary folder, removed once loaded, where the cache cannot be written, is not
+    private or holds a library that does not load), checked against the eager rounding."""
+    cc, flags, lib = _recipe()
     so = None
     try:
         if not lib.exists():
