@@ -15,6 +15,7 @@ import torch
 from decent8 import streams
 from decent8.config import load_config
 from decent8.models.strategies import strategy_for
+from decent8.native import CLibrary
 from decent8.quant import fused
 from decent8.quant.quantizer import fake_quantize, node_minmax, quantize_per_node
 from decent8.train.build import build
@@ -175,8 +176,8 @@ def test_auto_runs_the_c_loop_on_a_cpu_at_one_thread_only():
 
 
 def test_without_a_c_compiler_the_eager_passes_run_with_one_warning(monkeypatch):
-    monkeypatch.setattr(fused.cpu_kernel, "_LIB", [None])
-    monkeypatch.setattr(fused.cpu_kernel, "_WHY", ["no C compiler (cc, gcc or clang) on PATH"])
+    monkeypatch.setattr(fused.cpu_kernel, "LIBRARY", CLibrary("fake_quantize", "", {}, lambda so: None))
+    fused.cpu_kernel.LIBRARY.reset(None, "no C compiler (cc, gcc or clang) on PATH")
     monkeypatch.setattr(fused, "_C_WARNED", [])
     previous = fused.set_fused("on")
     try:
@@ -203,15 +204,14 @@ def test_the_c_loop_is_built_in_the_users_cache_and_not_loaded_from_a_folder_oth
                                                                                             monkeypatch):
     from decent8.quant import cpu_kernel
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(cpu_kernel, "_LIB", [])
-    monkeypatch.setattr(cpu_kernel, "_WHY", [])
-    assert cpu_kernel.available()
-    built = Path(cpu_kernel._LIB[0]._name)
+    lib = CLibrary("fake_quantize", cpu_kernel.LIBRARY.source, cpu_kernel.LIBRARY.functions, cpu_kernel.LIBRARY.probe)
+    assert lib.available()
+    built = Path(lib.lib._name)
     assert built.parent == tmp_path / "decent8" / "kernels"
     built.parent.chmod(0o777)                              # anyone may now replace the library
-    monkeypatch.setattr(cpu_kernel, "_LIB", [])
-    assert cpu_kernel.available()
-    assert not Path(cpu_kernel._LIB[0]._name).is_relative_to(tmp_path)  # built afresh in a private folder
+    lib.reset()
+    assert lib.available()
+    assert not Path(lib.lib._name).is_relative_to(tmp_path)  # built afresh in a private folder
 
 
 @pytest.mark.parametrize("shape,node_dim", [((6, 6), 1), ((6, 6), -1), ((2, 6, 4), 2), ((3, 5), 0), ((4, 2, 3), -2)])

@@ -1,11 +1,13 @@
-"""The 8-bit quantizer's C library is loaded from the user's cache only where nobody else may
-write it, however decent8 is started (console script, ``python -m decent8``).
+"""decent8's C libraries (the 8-bit quantizer's loop, the top-k selection) are loaded from the
+user's cache only where nobody else may write them, however decent8 is started (console
+script, ``python -m decent8``).
 
 A library planted at the cached path announces itself when loaded (a constructor appends to a
 marker file). In a folder anyone may write it must never be loaded: the run builds its own in a
 private folder. In the user's own private folder it is the user's file and is loaded — the
 control that shows the check is what keeps the first case out — and then rejected by the
-load-time probe (it does not round as PyTorch does), so the run falls back to the eager passes."""
+load-time probe (it does not compute what PyTorch computes), so the run falls back to the torch
+operators, saying so in one line."""
 from __future__ import annotations
 
 import os
@@ -14,6 +16,7 @@ import subprocess
 
 import pytest
 
+from decent8.compression import topk_kernel
 from decent8.quant import cpu_kernel
 from tests.security.crafted import STARTS
 
@@ -25,23 +28,32 @@ __attribute__((constructor)) static void announce(void) {
     FILE *f = fopen("%s", "a");
     if (f) { fputs("loaded\n", f); fclose(f); }
 }
-void d8_fake_quantize(void) {}
+int %s(void) { return 0; }
 """
 
+#: library → (its exported function, the run that uses it, the probe's words when it rejects it)
+LIBRARIES = {
+    "quantizer": (cpu_kernel.LIBRARY, ["precision=int8"], "does not round as PyTorch does"),
+    "topk": (topk_kernel.LIBRARY, [], "does not select what torch.topk selects"),
+}
 
+
+@pytest.mark.parametrize("library", list(LIBRARIES))
 @pytest.mark.parametrize("start", list(STARTS))
 @pytest.mark.parametrize("writable_by_others", [True, False], ids=["shared_folder", "private_folder"])
-def test_a_planted_quantizer_library_loads_only_from_a_private_folder(tmp_path, monkeypatch, start, writable_by_others):
+def test_a_planted_library_loads_only_from_a_private_folder(tmp_path, monkeypatch, library, start,
+                                                            writable_by_others):
+    built, options, rejected = LIBRARIES[library]
     cache, marker = tmp_path / "cache", tmp_path / "loaded.txt"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
-    lib = cpu_kernel.library_path()
+    lib = built.library_path()
     lib.parent.mkdir(parents=True)
     src = tmp_path / "payload.c"
-    src.write_text(PAYLOAD % marker)
+    src.write_text(PAYLOAD % (marker, next(iter(built.functions))))
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
     lib.parent.chmod(0o777 if writable_by_others else 0o755)
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([*STARTS[start], "train", "precision=int8", "nodes=2", "epochs=1", "progress=false",
+    done = subprocess.run([*STARTS[start], "train", *options, "nodes=2", "epochs=1", "progress=false",
                            "checkpoint=false", "tensorboard=false", f"out_dir={tmp_path / 'runs'}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -50,4 +62,4 @@ def test_a_planted_quantizer_library_loads_only_from_a_private_folder(tmp_path, 
         assert "no C loop" not in done.stderr        # it built and used its own
     else:
         assert marker.read_text() == "loaded\n"     # the user's own file is loaded ...
-        assert "does not round as PyTorch does" in done.stderr   # ... and rejected by the probe
+        assert rejected in done.stderr              # ... and rejected by the probe

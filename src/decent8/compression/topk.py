@@ -27,11 +27,12 @@ import torch
 
 from ..errors import ConfigError, choice_error
 from ..layout import ParamLayout
+from ..registry import compressors
+from ..state_spec import StateSpec
+from . import topk_kernel
 from .base import Compressor, TensorSpec
 from .payload import Payload
-from ..state_spec import StateSpec
 from .quantize import uint8_dequantize, uint8_quantize, uint8_scale
-from ..registry import compressors
 
 INDEX_DTYPES = ("auto", "int16", "int32")
 #: Largest slot whose local indices fit in int16 (stored with an offset of -32768).
@@ -80,6 +81,8 @@ def resolve_index_dtype(layout: ParamLayout, index_dtype: str) -> torch.dtype:
     return torch.int16 if biggest <= INT16_MAX_SLOT else torch.int32
 
 
+#: the smallest slot the C loop selects from (below it ``torch.topk`` is as fast)
+C_LOOP_MIN = 512
 #: entries per group of the CPU selection's first stage (:func:`top_indices`)
 SELECT_GROUP = 8
 
@@ -106,7 +109,11 @@ def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tenso
     the batch shape or a strided view — and may differ between torch versions and devices;
     on this CPU, for an all-zero row, the first c positions when n ≥ 64·c).
 
-    On the CPU, where ``torch.topk`` costs ~5–10 ns per entry, rows with n ≥ 32·c and n ≥
+    On the CPU, with magnitude scores and slots of at least :data:`C_LOOP_MIN` entries, one C
+    loop selects (:mod:`decent8.compression.topk_kernel`: a sampled threshold, one pass that
+    collects the entries above it, an exact selection among them; about twice a read of the
+    row) and flags the tied rows, which ``torch.topk`` then selects again. Without a C
+    compiler, where ``torch.topk`` costs ~5–10 ns per entry, rows with n ≥ 32·c and n ≥
     4096 (e.g. 99 % top-k of a large layer) select in two stages: split the row into n/B
     strided groups of B = :data:`SELECT_GROUP` entries (group g: positions g, g + n/B, …),
     keep the c + 1 groups with the largest maxima and take the top c of their (c + 1)·B
@@ -123,6 +130,12 @@ def top_indices(s: torch.Tensor, c: int, magnitude: bool = False) -> torch.Tenso
     """
     k, g, n = s.shape
     b = SELECT_GROUP
+    if magnitude and 0 < c < n and n >= C_LOOP_MIN and topk_kernel.wanted(s):
+        out, tied = topk_kernel.top_magnitude(s, c)
+        if bool(tied.any()):
+            rk, rg = tied.nonzero(as_tuple=True)
+            out[rk, rg] = torch.topk(s[rk, rg].abs(), c, dim=1, sorted=False).indices
+        return out
     if s.device.type != "cpu" or n % b or n < 32 * c or n < 4096:
         return torch.topk(s.abs() if magnitude else s, c, dim=2, sorted=False).indices
     m = n // b

@@ -16,29 +16,19 @@ any vector width (``tests/quant/test_fused.py``). The step and the shift are com
 range as the eager passes compute them: ``s = max((mx − mn)/L, 1e-8)``,
 ``shift = mn + s·(−2^-17)``.
 
-The library is compiled once per user and source (``cc -O3 -shared``, under
-``$XDG_CACHE_HOME/decent8/kernels``, about half a second; loaded only if that folder and file
-are the user's own and nobody else may write them, else built afresh in a private temporary
-folder; checked against the eager rounding on a probe when loaded) and called through ``ctypes``,
-which releases the GIL and costs a few microseconds a call — no compiler guards, unlike a
-``torch.compile`` region on the CPU (~40 µs a call). Where no C compiler works,
+Built and loaded by :class:`decent8.native.CLibrary` (once per user and source, cached
+under ``$XDG_CACHE_HOME/decent8/kernels``, loaded only from a folder nobody else may write)
+and checked against the eager rounding on a probe when loaded. Where no C compiler works,
 :func:`available` is False and the eager passes run (the caller warns once).
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
-import threading
 from pathlib import Path
 
 import torch
+
+from ..native import CLibrary
 
 _SOURCE = r"""
 #include <math.h>
@@ -97,116 +87,6 @@ void d8_fake_quantize(const float *x, float *out, const float *h, const int16_t 
 }
 """
 
-_FLAGS = ["-O3", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno"]
-_LOCK = threading.Lock()
-_LIB: list[ctypes.CDLL | None] = []      # the loaded library (None: no compiler), once tried
-_WHY: list[str] = []                     # why it could not be built
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def _isa_flags() -> list[str]:
-    """AVX2 (8 floats a vector, a rounding instruction) where the CPU has it; SSE4.1 else on
-    x86-64. The values do not depend on the vector width, only the speed."""
-    flags = _cpu_flags()
-    if "avx2" in flags:
-        return ["-mavx2"]
-    if "sse4_1" in flags:
-        return ["-msse4.1"]
-    return []
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "decent8" / "kernels"
-
-
-def _private(path: Path) -> bool:
-    """``path`` and its folder belong to this user and no one else may write them (a library
-    anyone could replace is not loaded)."""
-    if not hasattr(os, "getuid"):
-        return True
-    try:
-        for p in (path, path.parent):
-            st = p.stat()
-            if st.st_uid != os.getuid() or st.st_mode & 0o022:
-                return False
-    except OSError:
-        return False
-    return True
-
-
-def _compile(cc: list[str], flags: list[str], lib: Path) -> None:
-    """Build the library at ``lib`` (atomically: a concurrent process sees all of it or none)."""
-    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
-        src, out = Path(tmp) / "fake_quantize.c", Path(tmp) / lib.name
-        src.write_text(_SOURCE, encoding="utf-8")
-        done = subprocess.run([*cc, *flags, "-o", str(out), str(src), "-lm"], capture_output=True, text=True,
-                              errors="replace", timeout=120, check=False)
-        if done.returncode != 0:
-            raise OSError(f"{' '.join(cc)} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-        os.chmod(out, 0o755)              # whatever the umask: only its owner may write it
-        os.replace(out, lib)
-
-
-def _load(lib: Path) -> ctypes.CDLL:
-    so = ctypes.CDLL(str(lib))
-    fn = so.d8_fake_quantize
-    fn.restype = None
-    fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_float] * 4
-    return so
-
-
-def _recipe() -> tuple[list[str], list[str], Path]:
-    """The compiler command, its flags and the cached library's path (keyed by all of them)."""
-    cc = shlex.split(os.environ.get("CC", "")) or [shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-                                                    or ""]
-    if not cc[0]:
-        raise OSError("no C compiler (cc, gcc or clang) on PATH")
-    flags = [*_FLAGS, *_isa_flags()]
-    tag = hashlib.sha256("\0".join([_SOURCE, *cc, *flags, sys.platform, platform.machine()]).encode()).hexdigest()[:16]
-    return cc, flags, _cache_dir() / f"fake_quantize-{tag}.so"
-
-
-def library_path() -> Path:
-    """Where this process looks for the cached library (``$XDG_CACHE_HOME/decent8/kernels``)."""
-    return _recipe()[2]
-
-
-def _build() -> ctypes.CDLL:
-    """The library: from the per-user cache, built there on first use (or in a private
-    temporary folder, removed once loaded, where the cache cannot be written, is not
-    private or holds a library that does not load), checked against the eager rounding."""
-    cc, flags, lib = _recipe()
-    so = None
-    try:
-        if not lib.exists():
-            lib.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _compile(cc, flags, lib)
-        if _private(lib):
-            so = _load(lib)
-    except (OSError, subprocess.SubprocessError):
-        so = None
-    if so is None:
-        tmp = Path(tempfile.mkdtemp(prefix="decent8-kernels-"))   # mode 0700
-        try:
-            _compile(cc, flags, tmp / lib.name)
-            so = _load(tmp / lib.name)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)                 # (a loaded library stays mapped)
-    _self_test(so)
-    return so
-
-
 def _self_test(so: ctypes.CDLL) -> None:
     """The loop must round as the eager operators do (a compiler that defaults to fast
     floating-point math would not): both roundings of a probe, compared bit for bit."""
@@ -229,22 +109,24 @@ def _self_test(so: ctypes.CDLL) -> None:
             raise OSError("the compiled loop does not round as PyTorch does (fast floating-point math?)")
 
 
+LIBRARY = CLibrary("fake_quantize", _SOURCE,
+                   {"d8_fake_quantize": (None, [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_float] * 4)},
+                   _self_test)
+
+
 def available() -> bool:
     """Whether the C loop can run here (built and loaded on the first call)."""
-    if not _LIB:
-        with _LOCK:
-            if not _LIB:
-                try:
-                    _LIB.append(_build())
-                except (OSError, subprocess.SubprocessError) as e:
-                    _WHY.append(str(e).splitlines()[0][:160] if str(e) else type(e).__name__)
-                    _LIB.append(None)
-    return _LIB[0] is not None
+    return LIBRARY.available()
 
 
 def why_unavailable() -> str:
     """The reason :func:`available` is False ("" when it is True or not yet asked)."""
-    return _WHY[0] if _WHY else ""
+    return LIBRARY.why_unavailable()
+
+
+def library_path() -> Path:
+    """Where this process looks for the cached library (``$XDG_CACHE_HOME/decent8/kernels``)."""
+    return LIBRARY.library_path()
 
 
 def fake_quantize(x3: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, h3: torch.Tensor | None, levels: float,
@@ -269,12 +151,10 @@ def fake_quantize(x3: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, h3: torc
             codes = codes.contiguous()
             if codes.numel() != x3.numel():
                 raise ValueError(f"{codes.numel()} dither codes for {x3.numel()} values")
-    lib = _LIB[0]
-    assert lib is not None
-    lib.d8_fake_quantize(x3.data_ptr(), out.data_ptr(), h3.data_ptr() if h3 is not None else None,
-                         codes.data_ptr() if codes is not None else None, mn.data_ptr(), mx.data_ptr(),
-                         a, c, b, node_stride, levels, min_scale, 1.0 / dither_levels, -0.5 / dither_levels)
+    LIBRARY.lib.d8_fake_quantize(x3.data_ptr(), out.data_ptr(), h3.data_ptr() if h3 is not None else None,
+                                 codes.data_ptr() if codes is not None else None, mn.data_ptr(), mx.data_ptr(),
+                                 a, c, b, node_stride, levels, min_scale, 1.0 / dither_levels, -0.5 / dither_levels)
     return out
 
 
-__all__ = ["available", "why_unavailable", "fake_quantize"]
+__all__ = ["LIBRARY", "available", "why_unavailable", "library_path", "fake_quantize"]
