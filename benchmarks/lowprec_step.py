@@ -15,6 +15,12 @@ Variants, their steps interleaved round by round (a drifting machine load hits t
   loop (``sim.chunk=auto`` compiled is the loop); the first call (the compilation) is
   timed apart, wall clock.
 
+``--bounds`` adds three lower bounds of the 8-bit step, the same engine with parts of the
+quantizer made free: ``int8 free draws`` (every dither draw of the node streams returns
+zeros: no generator runs), ``int8 free Q_b`` (the C loop returns a copy of its input: no
+rounding arithmetic), ``int8 free both``. Their results are wrong on purpose; what they
+time is how far the 8-bit step could fall if the draws and the rounding cost nothing.
+
 Times: process CPU time with one thread on a CPU (``--wall`` for the wall clock), the
 wall clock with ``torch.cuda.synchronize`` on CUDA; the median over ``--rounds``. Then
 the operators per eager step (``torch.profiler``, aten operators that launch work, as
@@ -72,6 +78,31 @@ def build_variant(model: str, k: int, px: int, precision: str, device: str, chun
     return Engine(c.model, c.algorithm, c.optimizer, c.comm, c.x0), x, y
 
 
+def _free(parts: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """Patch the node streams' dither draws and/or the C loop to cost nothing (``--bounds``);
+    returns the undo."""
+    from decent8 import streams
+    from decent8.quant import cpu_kernel
+
+    real = (streams.draw, streams.draw_dither_rows, cpu_kernel.fake_quantize)
+
+    def draw(like, kind=streams.UNIFORM, node_dim=-1):  # type: ignore[no-untyped-def]
+        return torch.zeros_like(like) if kind == streams.DITHER else real[0](like, kind, node_dim)
+
+    def rows(x, node_dim):  # type: ignore[no-untyped-def]
+        c = x.shape[node_dim % x.dim()]
+        return torch.zeros(c, x.numel() // c, dtype=torch.int16, device=x.device)
+
+    if "draws" in parts:
+        streams.draw, streams.draw_dither_rows = draw, rows
+    if "q" in parts:
+        cpu_kernel.fake_quantize = lambda x3, *a, **k: x3.clone()
+
+    def undo() -> None:
+        streams.draw, streams.draw_dither_rows, cpu_kernel.fake_quantize = real
+    return undo
+
+
 def clock_for(device: torch.device, wall: bool):
     if device.type == "cuda" or wall:
         def clock() -> float:
@@ -109,6 +140,11 @@ def run_case(case: str, a: argparse.Namespace) -> None:
         variants["int8 unfused"] = ("int8", False, "off")
         if dev.type != "cuda":
             variants["int8 compiled q."] = ("int8", False, "compiled")
+    free: dict[str, tuple[str, ...]] = {}
+    if a.bounds:
+        free = {"int8 free draws": ("draws",), "int8 free Q_b": ("q",), "int8 free both": ("draws", "q")}
+        for name in free:
+            variants[name] = ("int8", False, "auto")
     if not a.no_compile:
         variants["fp32 comp."] = ("fp32", True, "auto")
         variants["int8 comp."] = ("int8", True, "auto")
@@ -116,7 +152,7 @@ def run_case(case: str, a: argparse.Namespace) -> None:
           f"{torch.get_num_threads()} thread(s) ==", flush=True)
     built = {}
     for name, (prec, comp, mode) in variants.items():
-        if name in ("int8 compiled q.", "int8 unfused"):
+        if name in ("int8 compiled q.", "int8 unfused") or name in free:
             built[name] = built["int8"] if "int8" in built else None
         if built.get(name) is None:
             built[name] = build_variant(model, k, px, prec, a.device, a.chunk, comp)
@@ -133,12 +169,15 @@ def run_case(case: str, a: argparse.Namespace) -> None:
         for name, (prec, comp, mode) in variants.items():
             eng, x, y = built[name]
             previous = fused.set_fused(mode)
+            undo = _free(free[name]) if name in free else None
             try:
                 t0 = clock()
                 eng.train_step(x, y, 1e-4)
                 dt = clock() - t0
             finally:
                 fused.set_fused(previous)
+                if undo is not None:
+                    undo()
             if r >= a.warmup:
                 times[name].append(dt)
     med = {n: statistics.median(v) for n, v in times.items()}
@@ -170,10 +209,11 @@ def main() -> None:
     p.add_argument("--wall", action="store_true", help="wall clock on a CPU too")
     p.add_argument("--fused", action="store_true", help="also int8 with the eager passes and the compiled quantizer")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--bounds", action="store_true", help="also the 8-bit step with the draws and/or Q_b made free")
     p.add_argument("--no-ops", action="store_true", help="skip the operator counts")
     a = p.parse_args()
     if os.environ.get("DECENT8_BENCH_SMOKE", "") not in ("", "0"):  # tiny: a check that it runs
-        a.cases, a.rounds, a.no_compile, a.chunk = ["mlp:2"], 1, True, "1"
+        a.cases, a.rounds, a.no_compile, a.chunk, a.bounds = ["mlp:2"], 1, True, "1", True
     torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, {'wall' if a.wall or a.device.startswith('cuda') else 'process CPU'} time, "
           f"median of {a.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}", flush=True)

@@ -6,11 +6,11 @@ n of its layout (G slots of that size): ``torch.topk`` of ``|x|`` on the ``[k, G
 rows against :func:`decent8.compression.topk.top_indices`, and the compressor's
 ``encode`` of the whole ``[k, d]`` state (normal random values). Process CPU time, one
 thread, medians of ``--reps`` interleaved repetitions (torch.topk, top_indices, encode,
-torch.topk, …). ``--before SRC`` also times another source tree's ``top_indices`` and
+torch.topk, …); with ``--threads N`` (N > 1) the wall clock at N torch threads. ``--before SRC`` also times another source tree's ``top_indices`` and
 ``encode`` (a ``git worktree``'s ``src``), in a child process per repetition, alternating
 with this tree's.
 
-    OMP_NUM_THREADS=1 python benchmarks/topk_select.py [--reps 7] [--before /tmp/old/src]
+    OMP_NUM_THREADS=1 python benchmarks/topk_select.py [--reps 7] [--before /tmp/old/src] [--threads 2]
 """
 from __future__ import annotations
 
@@ -34,15 +34,17 @@ CASES = {
 
 
 def _median_ms(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
+    import torch
+    clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
     ts = []
     for _ in range(reps):
-        t0 = time.process_time()
+        t0 = clock()
         fn()
-        ts.append(time.process_time() - t0)
+        ts.append(clock() - t0)
     return 1e3 * statistics.median(ts)
 
 
-def measure(options: list[str], reps: int, inner: int) -> dict:
+def measure(options: list[str], reps: int, inner: int, threads: int = 1) -> dict:
     """Per slot size: torch.topk and top_indices (ms); the encode of the whole state (ms)."""
     import torch
 
@@ -50,7 +52,7 @@ def measure(options: list[str], reps: int, inner: int) -> dict:
     from decent8.config import load_config
     from decent8.train.build import build
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     c = build(load_config(None, ["epochs=1", "progress=false", "device=cpu", *options]))
     comp = c.algorithm.compressor
     k = c.cfg.nodes
@@ -67,9 +69,9 @@ def measure(options: list[str], reps: int, inner: int) -> dict:
     return {"groups": {key: min(v) for key, v in rows.items()}, "encode_ms": encode, "k": k, "d": comp.layout.dim}
 
 
-def run_child(src: Path, options: list[str], inner: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps([options, inner])], env=env, cwd=ROOT,
+def run_child(src: Path, options: list[str], inner: int, threads: int = 1) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": str(threads)}
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps([options, inner, threads])], env=env, cwd=ROOT,
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{options} failed in {src}:\n{out.stderr[-2000:]}")
@@ -82,11 +84,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (one process each)")
     ap.add_argument("--inner", type=int, default=7, help="timed calls per repetition (median)")
     ap.add_argument("--before", type=Path, default=None)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (above 1: wall clock)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        options, inner = json.loads(a.child)
-        print(json.dumps(measure(options, 1, inner)))
+        options, inner, threads = json.loads(a.child)
+        print(json.dumps(measure(options, 1, inner, threads)))
         return
     from product_step import cifar_like_tensors
     data = [f"data.path={cifar_like_tensors(Path(tempfile.mkdtemp(prefix='decent8-topk-')))}"]
@@ -99,7 +102,7 @@ def main() -> None:
         res: dict[str, list[dict]] = {t: [] for t, _ in trees}
         for _ in range(a.reps):
             for tree, src in trees:
-                res[tree].append(run_child(src, options, a.inner))
+                res[tree].append(run_child(src, options, a.inner, a.threads))
         for tree, _ in trees:
             groups = res[tree][0]["groups"]
             for key in sorted({key.rsplit(":", 1)[0] for key in groups}, key=lambda s: -int(s.split("x")[0])):

@@ -145,3 +145,22 @@ def test_without_a_c_compiler_torch_selects_after_one_warning(monkeypatch) -> No
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         top_indices(x, 81, magnitude=True)             # once
+
+
+@needs_cc
+def test_the_c_loop_split_over_threads_selects_what_one_thread_selects() -> None:
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(7, 2, 32768, generator=g)
+    x[3, 1] = torch.randint(-2, 3, (32768,), generator=g).float()      # a tied row in one thread's share
+    assert x.numel() >= topk_kernel.SPLIT_MIN
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = topk_kernel.top_magnitude(x, 327)
+        torch.set_num_threads(3)
+        split = topk_kernel.top_magnitude(x, 327)
+        assert torch.equal(top_indices(x, 327, magnitude=True).sort(-1).values, topk_set(x.abs(), 327))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one[0], split[0]) and torch.equal(one[1], split[1])
+    assert one[1].sum() == 1

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -152,11 +153,40 @@ int d8_top_magnitude(const float *x, int64_t k, int64_t g, int64_t n, int64_t st
 """
 
 
+#: entries below which one thread selects (a thread pool's hand-off costs ~50 µs)
+SPLIT_MIN = 1 << 18
+_POOL: list[tuple[int, ThreadPoolExecutor]] = []
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A pool of ``threads`` workers (made again when the torch thread count changes)."""
+    if not _POOL or _POOL[0][0] != threads:
+        if _POOL:
+            _POOL.pop()[1].shutdown(wait=False)
+        _POOL.append((threads, ThreadPoolExecutor(max_workers=threads, thread_name_prefix="decent8-topk")))
+    return _POOL[0][1]
+
+
 def _call(so: ctypes.CDLL, s: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The C loop over ``s[k, G, n]``; with more than one torch thread and enough entries the
+    nodes are split over that many threads (the call releases the GIL; rows are independent,
+    so the result is the one-thread result)."""
     k, g, n = s.shape
     out = torch.empty(k, g, c, dtype=torch.int64)
     tied = torch.empty(k, g, dtype=torch.uint8)
-    if so.d8_top_magnitude(s.data_ptr(), k, g, n, s.stride(0), s.stride(1), c, out.data_ptr(), tied.data_ptr()):
+    item = s.element_size()
+
+    def run(r0: int, r1: int) -> int:
+        return so.d8_top_magnitude(s.data_ptr() + r0 * s.stride(0) * item, r1 - r0, g, n, s.stride(0), s.stride(1),
+                                   c, out.data_ptr() + r0 * g * c * 8, tied.data_ptr() + r0 * g)
+
+    threads = min(torch.get_num_threads(), k)
+    if threads > 1 and k * g * n >= SPLIT_MIN:
+        bounds = [k * i // threads for i in range(threads + 1)]
+        failed = any(list(_pool(threads).map(run, bounds[:-1], bounds[1:])))
+    else:
+        failed = bool(run(0, k))
+    if failed:
         raise MemoryError(f"top-k selection: no memory for a row of {n} entries")
     return out, tied.bool()
 
