@@ -40,10 +40,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # wire payloads; data sets and partitions; 8-bit quantization; losses; graphs and W
     ("decent8.config", "decent8.figstyle", "decent8.layout"),  # options; the figures' house style; the flat parameter layout
     ("decent8.registry",),             # the one registry type of every component kind
-    ("decent8.atomic", "decent8.own_files", "decent8.plugins", "decent8.signals", "decent8.user_code"),
-    # atomic writes; files decent8 wrote; the import gate of user code; signals
-    ("decent8.errors", "decent8.node_axis", "decent8.seeding", "decent8.state_spec", "decent8.streams",
-     "decent8.text_table", "decent8.version"),                 # no import of decent8
+    ("decent8.atomic", "decent8.own_files", "decent8.plugins", "decent8.signals", "decent8.streams",
+     "decent8.user_code"),
+    # atomic writes; files decent8 wrote; the import gate of user code; signals; per-node random streams
+    ("decent8.dither_kernel",),        # the streams' dither codes as a C loop
+    ("decent8.errors", "decent8.native", "decent8.node_axis", "decent8.seeding", "decent8.state_spec",
+     "decent8.text_table", "decent8.version"),                 # no import of decent8 (native: the C libraries' loader)
 )
 
 _STARTUP = "start-up: the command's --help and option errors answer before this import (no torch)"

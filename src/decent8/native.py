@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -75,6 +76,18 @@ def _private(path: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+#: the reasons already warned about (a machine without a compiler says so once, not per library)
+_WARNED: set[str] = set()
+
+
+def warn_unavailable(why: str, what: str, fallback: str, stacklevel: int = 3) -> None:
+    """One warning line ``{what}: no C loop ({why}); {fallback}``, once per reason."""
+    if why in _WARNED:
+        return
+    _WARNED.add(why)
+    warnings.warn(f"{what}: no C loop ({why}); {fallback}", RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 class CLibrary:
@@ -186,4 +199,4 @@ class CLibrary:
                 self._why.append(why)
 
 
-__all__ = ["CLibrary", "cache_dir"]
+__all__ = ["CLibrary", "cache_dir", "warn_unavailable"]

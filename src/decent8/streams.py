@@ -49,6 +49,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from . import dither_kernel
+
 _M64 = (1 << 64) - 1
 
 #: what a draw returns: U[0, 1), N(0, 1), or the quantizer's 16-bit dither codes as floats
@@ -73,19 +75,29 @@ def node_keys(seed: int, nodes: Sequence[int], step: int) -> torch.Tensor:
 _GENERATORS: dict[torch.device, torch.Generator] = {}
 
 
+def _draw_seed(key: int, call: int) -> int:
+    """The seed of draw ``call`` of the stream ``key``."""
+    return _mix((key ^ (call * 0xD1B54A32D192ED03)) & _M64) >> 1
+
+
 def _seeded(key: int, call: int, device: torch.device) -> torch.Generator:
     """The generator of draw ``call`` of the stream ``key`` (one reused generator per
     device, reseeded: a draw's numbers depend only on its seed)."""
     g = _GENERATORS.get(device)
     if g is None:
         g = _GENERATORS[device] = torch.Generator(device=device)
-    g.manual_seed(_mix((key ^ (call * 0xD1B54A32D192ED03)) & _M64) >> 1)
+    g.manual_seed(_draw_seed(key, call))
     return g
 
 
 def _dither_rows(ks: list[int], call: int, n: int, device: torch.device) -> torch.Tensor:
     """int16 ``[c, n]`` (a view of ``[c, ⌈n/4⌉]`` int64 words): row j is node j's dither codes,
-    64 random bits → four 16-bit codes (as quantizer.dither_like)."""
+    64 random bits → four 16-bit codes (as quantizer.dither_like). On the CPU one C loop
+    draws every row (:mod:`decent8.dither_kernel`, the same codes)."""
+    seeds = [_draw_seed(key, call) for key in ks]
+    fast = dither_kernel.dither_rows(seeds, n, device)
+    if fast is not None:
+        return fast
     words = torch.empty(len(ks), (n + 3) // 4, dtype=torch.int64, device=device)
     for j, key in enumerate(ks):
         words[j].random_(-(1 << 63), None, generator=_seeded(key, call, device))

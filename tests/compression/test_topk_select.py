@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from decent8 import native
 from decent8.compression import topk_kernel
 from decent8.compression.topk import TopKCompressor, top_indices
 from decent8.layout import ParamLayout
@@ -136,7 +137,7 @@ def test_without_a_c_compiler_torch_selects_after_one_warning(monkeypatch) -> No
     from decent8.native import CLibrary
     monkeypatch.setattr(topk_kernel, "LIBRARY", CLibrary("top_magnitude", "", {}, lambda so: None))
     topk_kernel.LIBRARY.reset(None, "no C compiler (cc, gcc or clang) on PATH")
-    monkeypatch.setattr(topk_kernel, "_WARNED", [])
+    monkeypatch.setattr(native, "_WARNED", set())
     x = torch.randn(3, 2, 8192, generator=torch.Generator().manual_seed(2))
     with pytest.warns(RuntimeWarning, match="no C loop .*no C compiler"):
         got = top_indices(x, 81, magnitude=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from decent8 import streams
+from decent8 import native, streams
 from decent8.config import load_config
 from decent8.models.strategies import strategy_for
 from decent8.native import CLibrary
@@ -178,7 +178,7 @@ def test_auto_runs_the_c_loop_on_a_cpu_at_one_thread_only():
 def test_without_a_c_compiler_the_eager_passes_run_with_one_warning(monkeypatch):
     monkeypatch.setattr(fused.cpu_kernel, "LIBRARY", CLibrary("fake_quantize", "", {}, lambda so: None))
     fused.cpu_kernel.LIBRARY.reset(None, "no C compiler (cc, gcc or clang) on PATH")
-    monkeypatch.setattr(fused, "_C_WARNED", [])
+    monkeypatch.setattr(native, "_WARNED", set())
     previous = fused.set_fused("on")
     try:
         x = torch.randn(4, 9)

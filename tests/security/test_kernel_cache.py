@@ -1,4 +1,4 @@
-"""decent8's C libraries (the 8-bit quantizer's loop, the top-k selection) are loaded from the
+"""decent8's C libraries (the 8-bit quantizer's loop, the top-k selection, the dither draws) are loaded from the
 user's cache only where nobody else may write them, however decent8 is started (console
 script, ``python -m decent8``).
 
@@ -16,6 +16,7 @@ import subprocess
 
 import pytest
 
+from decent8 import dither_kernel
 from decent8.compression import topk_kernel
 from decent8.quant import cpu_kernel
 from tests.security.crafted import STARTS
@@ -35,6 +36,7 @@ int %s(void) { return 0; }
 LIBRARIES = {
     "quantizer": (cpu_kernel.LIBRARY, ["precision=int8"], "does not round as PyTorch does"),
     "topk": (topk_kernel.LIBRARY, [], "does not select what torch.topk selects"),
+    "dither": (dither_kernel.LIBRARY, ["precision=int8"], "does not draw what torch.Generator draws"),
 }
 
 

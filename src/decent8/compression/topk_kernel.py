@@ -5,10 +5,11 @@ The magnitude's order is the order of the float's bits with the sign cleared
 (``key = bits(x) & 0x7fffffff``, an unsigned integer; NaN above +inf, as ``torch.topk``
 ranks it), so the selection works on integers:
 
-1. a threshold ``t`` from a sample (every 8th entry): the sample's ``⌈1.5·c/8⌉ + 2``-th
-   largest key, so about 1.5·c entries have ``key ≥ t``;
-2. one pass collects the entries with ``key ≥ t`` (positions ascending); if fewer than
-   ``c`` did, ``t = 0`` and the whole row is the candidate set;
+1. a threshold ``t`` from a sample (every 16th entry): the sample's ``⌈2c/16⌉ + 4``-th
+   largest key, so about 2c entries have ``key ≥ t``;
+2. one pass collects the entries with ``key ≥ t`` (positions ascending; with AVX2 eight
+   keys a comparison, only the hits written); if fewer than ``c`` did, ``t = 0`` and the
+   whole row is the candidate set;
 3. the ``c``-th largest candidate key ``T`` (a selection, linear on average); since at
    least ``c`` entries have ``key ≥ t``, every entry of the row with ``key ≥ T`` is a
    candidate;
@@ -23,12 +24,11 @@ the sample only decides the speed: the row is read about twice, in place of ``to
 from __future__ import annotations
 
 import ctypes
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from ..native import CLibrary
+from ..native import CLibrary, warn_unavailable
 
 _SOURCE = r"""
 #include <stdint.h>
@@ -41,8 +41,8 @@ _SOURCE = r"""
 
 #define SAMPLE 16
 
-/* Append (key, position) of every entry of u[0..n) with key >= t > 0 to keys/pos, from m on;
-   returns the new m. Keys are the bits with the sign cleared. */
+/* Append (key, position) of every entry of u[0..n) with key >= t to keys/pos (n + 1 slots),
+   from m on; returns the new m. Keys are the bits with the sign cleared. */
 static int64_t collect(const uint32_t *u, int64_t n, uint32_t t, uint32_t *keys, int32_t *pos, int64_t m) {
     int64_t i = 0;
 #ifdef __AVX2__
@@ -227,14 +227,9 @@ def wanted(s: torch.Tensor) -> bool:
         return False
     if LIBRARY.available():
         return True
-    if not _WARNED:
-        _WARNED.append(True)
-        warnings.warn(f"top-k selection: no C loop ({LIBRARY.why_unavailable()}); using torch.topk (the same "
-                      "selection, slower)", RuntimeWarning, stacklevel=4)
+    warn_unavailable(LIBRARY.why_unavailable(), "top-k selection", "using torch.topk (the same selection, slower)",
+                     stacklevel=4)
     return False
-
-
-_WARNED: list[bool] = []
 
 
 def top_magnitude(s: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:

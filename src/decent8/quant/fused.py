@@ -45,6 +45,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from ..native import warn_unavailable
 from . import cpu_kernel
 
 FUSED_MODES = ("auto", "on", "compiled", "off")
@@ -115,14 +116,9 @@ def _c_loop(x: torch.Tensor) -> bool:
         return False
     if cpu_kernel.available():
         return True
-    if not _C_WARNED:
-        _C_WARNED.append(True)
-        warnings.warn(f"fused 8-bit quantizer: no C loop ({cpu_kernel.why_unavailable()}); using the eager "
-                      "operators (the same values, slower)", RuntimeWarning, stacklevel=4)
+    warn_unavailable(cpu_kernel.why_unavailable(), "fused 8-bit quantizer",
+                     "using the eager operators (the same values, slower)", stacklevel=4)
     return False
-
-
-_C_WARNED: list[bool] = []
 
 
 def wanted(x: torch.Tensor) -> bool:
