@@ -78,6 +78,35 @@ def test_fused_quantizer_draws_the_node_streams(shape, node_dim, mode):
     assert torch.equal(again, eager)  # the streams, not the global generator
 
 
+@pytest.mark.parametrize("case", ["node_in_front_of_samples", "node_innermost", "other_dims_reordered"])
+def test_node_stream_codes_of_a_tensor_in_another_memory_order_are_the_eager_passes(case):
+    """A vmap chunk's tensor has its node dim moved to the front of a sample-major layout: the
+    C loop reads each node's codes (its slice in logical order) in memory order when the other
+    dims keep their order there, and draws as the eager passes do otherwise."""
+    g = torch.Generator().manual_seed(8)
+    if case == "node_in_front_of_samples":
+        x = torch.randn(5, 4, 3, 6, generator=g).transpose(0, 1)       # [node 4, 5, 3, 6], memory [5, 4, 3, 6]
+    elif case == "node_innermost":
+        x = torch.randn(5, 3, 6, 4, generator=g).permute(3, 0, 1, 2)   # memory [5, 3, 6, node 4]
+    else:
+        x = torch.randn(6, 4, 5, generator=g).permute(1, 2, 0)         # [node 4, 5, 6], memory [6, 4, 5]
+    assert not x.is_contiguous()
+    keys = streams.node_keys(0, range(4), 3)
+    mn, mx = node_minmax(x, 0)
+    previous = fused.set_fused("on")
+    try:
+        assert (fused.codes_layout(x, mn, mx, 0) is None) == (case == "other_dims_reordered")
+    finally:
+        fused.set_fused(previous)
+
+    def run():
+        with streams.node_streams(keys):
+            return fake_quantize(x, mn, mx, 8, True, node_dim=0)
+
+    eager, c_loop = _both(run)
+    assert torch.equal(eager, c_loop) and c_loop.stride() == eager.stride()
+
+
 def test_the_c_loop_handles_nan_signed_zeros_and_out_of_range_values_as_the_eager_passes():
     x = torch.randn(3, 64, generator=torch.Generator().manual_seed(3))
     x[0, :4] = torch.tensor([float("nan"), -0.0, 0.0, 1e30])

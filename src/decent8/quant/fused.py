@@ -216,6 +216,31 @@ def takes_codes(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, node_dim: i
     return ranges_fit(x, mn, mx, node_dim)
 
 
+def codes_layout(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor,
+                 node_dim: int) -> tuple[torch.Tensor, list[int], int] | None:
+    """``x`` in its memory order for :func:`fake_quantize_codes` with one row of node-stream
+    codes per node: ``(xp, perm, node dim of xp)``, or None. The codes of a node are its
+    slice's elements in logical order, so the other dims (of size > 1) must keep their order
+    in memory: then node j's element ``(i, k)`` of the ``[a, c, b]`` view of ``xp`` is its
+    ``i·b + k``-th. (A vmap chunk's tensor with the node dim moved to the front of a
+    sample-major layout is such a tensor.)"""
+    if x.is_contiguous():
+        return (x, list(range(x.dim())), node_dim % x.dim()) if takes_codes(x, mn, mx, node_dim) else None
+    if not (wanted(x) and _c_loop(x)) or mn.dtype != torch.float32 or mx.dtype != torch.float32:
+        return None
+    if not ranges_fit(x, mn, mx, node_dim):
+        return None
+    ordered = memory_order(x)
+    if ordered is None:
+        return None
+    xp, perm = ordered
+    nd = node_dim % x.dim()
+    others = [d for d in perm if d != nd and x.shape[d] != 1]
+    if others != sorted(others):
+        return None
+    return xp, perm, perm.index(nd)
+
+
 def fake_quantize_codes(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, levels: int, min_scale: float,
                         codes: torch.Tensor, dither_levels: int, node_dim: int | None, rows: bool) -> torch.Tensor:
     """Stochastic Q_b(x) in the CPU's C loop, reading the int16 dither ``codes`` as drawn:
@@ -249,5 +274,5 @@ def _fail(e: Exception, stochastic: bool) -> None:
 _SHAPE_FAILED: list[str] = []
 
 
-__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "ranges_fit", "takes_codes",
+__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "ranges_fit", "takes_codes", "codes_layout",
            "fake_quantize_codes"]

@@ -265,14 +265,18 @@ def fake_quantize(
             mn = mn.to(x.dtype)
         if mx.dtype != x.dtype:
             mx = mx.to(x.dtype)
-        if stochastic and fused.takes_codes(x, mn, mx, node_dim):  # the C loop reads the int16 codes as drawn
-            if not streams.active():
-                return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, dither_like(x, True), _DITHER_LEVELS,
-                                                 node_dim, rows=False)
-            rows = streams.draw_dither_rows(x, -1 if node_dim is None else node_dim)
+        if stochastic and not streams.active() and fused.takes_codes(x, mn, mx, node_dim):
+            # the C loop reads the int16 codes as drawn, laid out like x
+            return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, dither_like(x, True), _DITHER_LEVELS,
+                                             node_dim, rows=False)
+        if stochastic and streams.active():  # ... or one row per node, x in its memory order
+            layout = (fused.codes_layout(x, mn, mx, node_dim) if node_dim is not None
+                      else (x, [], None) if fused.takes_codes(x, mn, mx, None) else None)
+            rows = None if layout is None else streams.draw_dither_rows(x, -1 if node_dim is None else node_dim)
             if rows is not None:
-                return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, rows, _DITHER_LEVELS, node_dim,
-                                                 rows=True)
+                xp, perm, nd = layout
+                out = fused.fake_quantize_codes(xp, mn, mx, levels, MIN_SCALE, rows, _DITHER_LEVELS, nd, rows=True)
+                return out if xp is x else out.permute(sorted(range(len(perm)), key=perm.__getitem__))
         fits = fused.wanted(x) and fused.ranges_fit(x, mn, mx, node_dim)
         ordered = fused.memory_order(x) if fits else None
         if ordered is not None:  # one kernel, the same arithmetic (.fused), on x in its memory order
