@@ -251,3 +251,48 @@ def test_node_ranges_are_the_min_and_max_of_each_nodes_slice(shape, node_dim):
     dims = tuple(i for i in range(x.dim()) if i != d)
     assert torch.equal(mn, x.amin(dim=dims, keepdim=True)) and torch.equal(mx, x.amax(dim=dims, keepdim=True))
 
+
+
+@pytest.mark.parametrize("case", ["contiguous", "node_in_front_of_samples", "whole_tensor", "long_rows"])
+def test_the_c_loops_range_is_node_minmax(case, fused_on):
+    """One pass of the C loop gives node_minmax's ranges, shapes included, in any dense memory
+    order; a NaN leaves the range to torch (its NaN)."""
+    g = torch.Generator().manual_seed(9)
+    node_dim = 0
+    if case == "contiguous":
+        x = torch.randn(4, 3, 5, generator=g)
+    elif case == "node_in_front_of_samples":
+        x = torch.randn(5, 4, 3, 6, generator=g).transpose(0, 1)
+    elif case == "whole_tensor":
+        x, node_dim = torch.randn(7, 9, generator=g), None
+    else:
+        x = torch.randn(3, 1000, generator=g) * 1e30           # the vector part and the tail
+        x[1, 999], x[2, 0] = 3e38, -3e38
+    got = fused.node_range(x, node_dim)
+    want = node_minmax(x, node_dim)
+    assert got is not None
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and torch.equal(a, b)
+    x = x.clone()
+    x[(1,) + (2,) * (x.dim() - 1)] = float("nan")
+    assert fused.node_range(x, node_dim) is None
+
+
+@pytest.mark.parametrize("mode", ["off", "on"], ids=["eager_passes", "c_loop"])
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_q_b_does_not_depend_on_which_zero_a_range_reports(stochastic, mode):
+    """The C loop's range may report −0 where torch.amin reports +0 (or the reverse) for a range
+    of zeros; Q_b's result is the same bits either way."""
+    x = torch.tensor([[-0.0, 0.0, 0.0, 1.5], [0.0, -0.0, -0.0, -2.0], [-0.0, 0.0, -0.0, 0.0]])
+    outs = []
+    for sign in (1.0, -1.0):
+        zero = torch.tensor(sign * 0.0)
+        mn = torch.stack([zero, torch.tensor(-2.0), zero]).view(3, 1)
+        mx = torch.stack([torch.tensor(1.5), zero, zero]).view(3, 1)
+        previous = fused.set_fused(mode)
+        try:
+            torch.manual_seed(0)
+            outs.append(fake_quantize(x, mn, mx, 8, stochastic, node_dim=0))
+        finally:
+            fused.set_fused(previous)
+    assert torch.equal(outs[0].view(torch.int32), outs[1].view(torch.int32))

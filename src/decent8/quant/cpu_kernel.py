@@ -16,6 +16,11 @@ any vector width (``tests/quant/test_fused.py``). The step and the shift are com
 range as the eager passes compute them: ``s = max((mx − mn)/L, 1e-8)``,
 ``shift = mn + s·(−2^-17)``.
 
+The per-node range of a tensor (its min and max per node) is one C pass too
+(:func:`minmax`): the same values as ``torch.amin`` / ``torch.amax`` (a NaN leaves the
+range to torch); only which zero a range of zeros reports may differ, and Q_b's result
+does not depend on it (``x − (±0)`` and ``q·s + (±0)`` round to the same bits).
+
 Built and loaded by :class:`decent8.native.CLibrary` (once per user and source, cached
 under ``$XDG_CACHE_HOME/decent8/kernels``, loaded only from a folder nobody else may write)
 and checked against the eager rounding on a probe when loaded. Where no C compiler works,
@@ -33,6 +38,9 @@ from ..native import CLibrary
 _SOURCE = r"""
 #include <math.h>
 #include <stdint.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 /* torch.clamp(y, 0, L) = min(max(y, 0), L): NaN and -0 pass through unchanged */
 static inline float clamp_levels(float y, float levels) {
@@ -85,6 +93,48 @@ void d8_fake_quantize(const float *x, float *out, const float *h, const int16_t 
         }
     }
 }
+
+/* mn[j], mx[j] = the min and max of x[i, j, k] over i < a, k < b (b > 0). Returns 1, with
+   nothing written, when a NaN is met (the caller then takes torch's NaN). */
+int d8_minmax(const float *x, int64_t a, int64_t c, int64_t b, float *mn, float *mx) {
+    for (int64_t j = 0; j < c; ++j) {
+        float lo = INFINITY, hi = -INFINITY;
+        int nan = 0;
+        for (int64_t i = 0; i < a; ++i) {
+            const float *r = x + (i * c + j) * b;
+            int64_t k = 0;
+#ifdef __AVX2__
+            if (b >= 8) {
+                __m256 vlo = _mm256_set1_ps(INFINITY), vhi = _mm256_set1_ps(-INFINITY), vnan = _mm256_setzero_ps();
+                for (; k + 8 <= b; k += 8) {
+                    const __m256 v = _mm256_loadu_ps(r + k);
+                    vlo = _mm256_min_ps(vlo, v);
+                    vhi = _mm256_max_ps(vhi, v);
+                    vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                }
+                float l[8], h[8];
+                _mm256_storeu_ps(l, vlo);
+                _mm256_storeu_ps(h, vhi);
+                nan |= _mm256_movemask_ps(vnan);
+                for (int t = 0; t < 8; ++t) {
+                    lo = (l[t] < lo) ? l[t] : lo;
+                    hi = (h[t] > hi) ? h[t] : hi;
+                }
+            }
+#endif
+            for (; k < b; ++k) {
+                const float v = r[k];
+                nan |= (v != v);
+                lo = (v < lo) ? v : lo;
+                hi = (v > hi) ? v : hi;
+            }
+        }
+        if (nan) return 1;
+        mn[j] = lo;
+        mx[j] = hi;
+    }
+    return 0;
+}
 """
 
 def _self_test(so: ctypes.CDLL) -> None:
@@ -107,10 +157,16 @@ def _self_test(so: ctypes.CDLL) -> None:
         want = y.clamp_(0, 255).round_().mul_(scale).add_(mn)
         if not torch.equal(out.view(torch.int32), want.view(torch.int32)):
             raise OSError("the compiled loop does not round as PyTorch does (fast floating-point math?)")
+    x2 = x.view(2, 4, 8)
+    mn2, mx2 = torch.empty(4), torch.empty(4)
+    if so.d8_minmax(x2.data_ptr(), 2, 4, 8, mn2.data_ptr(), mx2.data_ptr()) != 0 or not (
+            torch.equal(mn2, x2.amin(dim=(0, 2))) and torch.equal(mx2, x2.amax(dim=(0, 2)))):
+        raise OSError("the compiled range does not find the minimum and maximum")
 
 
 LIBRARY = CLibrary("fake_quantize", _SOURCE,
-                   {"d8_fake_quantize": (None, [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_float] * 4)},
+                   {"d8_fake_quantize": (None, [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_float] * 4),
+                    "d8_minmax": (ctypes.c_int, [ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2)},
                    _self_test)
 
 
@@ -157,4 +213,16 @@ def fake_quantize(x3: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, h3: torc
     return out
 
 
-__all__ = ["LIBRARY", "available", "why_unavailable", "library_path", "fake_quantize"]
+def minmax(x3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The min and max of each ``x3[:, j, :]`` (contiguous float32 ``[a, c, b]``, b > 0) in
+    one pass, float32 ``[c]`` each; None when ``x3`` holds a NaN (torch's range then gives
+    the NaN). Which zero a range of zeros reports (+0 or −0) may differ from ``torch.amin``'s;
+    Q_b's values do not depend on it. Requires :func:`available`."""
+    a, c, b = x3.shape
+    mn, mx = torch.empty(c), torch.empty(c)
+    if LIBRARY.lib.d8_minmax(x3.data_ptr(), a, c, b, mn.data_ptr(), mx.data_ptr()):
+        return None
+    return mn, mx
+
+
+__all__ = ["LIBRARY", "available", "why_unavailable", "library_path", "fake_quantize", "minmax"]

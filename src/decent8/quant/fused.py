@@ -216,6 +216,29 @@ def takes_codes(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor, node_dim: i
     return ranges_fit(x, mn, mx, node_dim)
 
 
+def node_range(x: torch.Tensor, node_dim: int | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``node_minmax(x, node_dim)`` in one pass of the CPU's C loop (the same values and
+    shapes), or None where the loop does not take ``x`` (then the caller reduces with torch):
+    not a dense float32 CPU tensor at one thread, empty, or holding a NaN."""
+    if x.numel() == 0 or not (wanted(x) and _c_loop(x)):
+        return None
+    if node_dim is None:
+        if not x.is_contiguous():
+            return None
+        got = cpu_kernel.minmax(x.detach().view(1, 1, -1))
+        return None if got is None else (got[0].view(()), got[1].view(()))
+    ordered = memory_order(x)
+    if ordered is None:
+        return None
+    xp, perm = ordered
+    nd = node_dim % x.dim()
+    got = cpu_kernel.minmax(xp.detach().view(_as_abc(xp, perm.index(nd))))
+    if got is None:
+        return None
+    shape = [x.shape[d] if d == nd else 1 for d in range(x.dim())]
+    return got[0].view(shape), got[1].view(shape)
+
+
 def codes_layout(x: torch.Tensor, mn: torch.Tensor, mx: torch.Tensor,
                  node_dim: int) -> tuple[torch.Tensor, list[int], int] | None:
     """``x`` in its memory order for :func:`fake_quantize_codes` with one row of node-stream
@@ -274,5 +297,5 @@ def _fail(e: Exception, stochastic: bool) -> None:
 _SHAPE_FAILED: list[str] = []
 
 
-__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "ranges_fit", "takes_codes", "codes_layout",
+__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "ranges_fit", "takes_codes", "codes_layout", "node_range",
            "fake_quantize_codes"]

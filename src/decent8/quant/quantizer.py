@@ -356,7 +356,8 @@ def quantize_per_node(x: torch.Tensor, bits: int = 8, stochastic: bool = False, 
     with torch.no_grad():
         if x.dim() == 0 or (node_dim is not None and x.dim() <= 1):
             return x.clone()
-        mn, mx = node_minmax(x, node_dim)
+        ranged = fused.node_range(x, node_dim)   # (one pass of the C loop where it runs)
+        mn, mx = ranged if ranged is not None else node_minmax(x, node_dim)
         return fake_quantize(x, mn, mx, bits, stochastic, node_dim)
 
 
