@@ -297,5 +297,5 @@ def _fail(e: Exception, stochastic: bool) -> None:
 _SHAPE_FAILED: list[str] = []
 
 
-__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "ranges_fit", "takes_codes", "codes_layout", "node_range",
-           "fake_quantize_codes"]
+__all__ = ["FUSED_MODES", "set_fused", "fused_mode", "wanted", "fake_quantize_fused", "ranges_fit", "takes_codes",
+           "codes_layout", "node_range", "fake_quantize_codes"]

@@ -270,8 +270,10 @@ def fake_quantize(
             return fused.fake_quantize_codes(x, mn, mx, levels, MIN_SCALE, dither_like(x, True), _DITHER_LEVELS,
                                              node_dim, rows=False)
         if stochastic and streams.active():  # ... or one row per node, x in its memory order
-            layout = (fused.codes_layout(x, mn, mx, node_dim) if node_dim is not None
-                      else (x, [], None) if fused.takes_codes(x, mn, mx, None) else None)
+            if node_dim is None:  # one node's tensor: its codes laid out like x
+                layout = (x, [], None) if fused.takes_codes(x, mn, mx, None) else None
+            else:
+                layout = fused.codes_layout(x, mn, mx, node_dim)
             rows = None if layout is None else streams.draw_dither_rows(x, -1 if node_dim is None else node_dim)
             if rows is not None:
                 xp, perm, nd = layout
