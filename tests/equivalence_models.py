@@ -56,6 +56,27 @@ class PlainDropNet(nn.Module):
         return self.fc(self.drop(h.flatten(1)))
 
 
+class TwoConvDropNet(nn.Module):
+    """Two convolutions, max-pool and dropout: under vmap the second convolution's 8-bit
+    tensors have the node dim in front of a sample-major layout (not contiguous)."""
+
+    def __init__(self, input_shape, num_classes: int) -> None:
+        super().__init__()
+        c = input_shape[0]
+        self.conv1 = nn.Conv2d(c, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 8, 3, padding=1)
+        self.drop = nn.Dropout(0.25)
+        self.fc = nn.Linear(8 * 4 * 4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.max_pool2d(torch.relu(self.conv2(torch.relu(self.conv1(x)))), 2)
+        return self.fc(self.drop(h.flatten(1)))
+
+
+def make_two_conv_drop(input_shape, num_classes):
+    return TwoConvDropNet(input_shape, num_classes)
+
+
 def make_bn(input_shape, num_classes):
     return BNDropNet(input_shape, num_classes)
 

@@ -25,7 +25,7 @@ def test_the_c_loop_draws_torch_generators_codes(n):
     rng = random.Random(n)
     seeds = [0, (1 << 32) - 1, 1 << 32, (1 << 63) - 1] + [rng.getrandbits(63) for _ in range(4)]
     got = dither_kernel.dither_rows(seeds, n, torch.device("cpu"))
-    want = dither_kernel._torch_rows(seeds, n)
+    want = dither_kernel.torch_rows(seeds, n)
     assert got.shape == want.shape == (8, n) and got.stride() == want.stride()
     assert torch.equal(got, want)
 
@@ -41,7 +41,8 @@ def test_the_streams_dither_rows_are_the_same_with_and_without_the_c_loop(monkey
 
 
 @pytest.mark.parametrize("spec", SPECS)
-@pytest.mark.parametrize("model", ["mlp", "tests.equivalence_models:make_plain_drop"])
+@pytest.mark.parametrize("model", ["mlp", "tests.equivalence_models:make_plain_drop",
+                                   "tests.equivalence_models:make_two_conv_drop"])
 def test_8bit_steps_are_bitwise_the_same_with_and_without_the_c_dither(model, spec, monkeypatch):
     torch.manual_seed(0)
     fast = _steps(model, spec, 2)

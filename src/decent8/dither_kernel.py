@@ -75,10 +75,11 @@ void d8_dither_rows(const uint64_t *seeds, int64_t c, int64_t n, int16_t *out, i
 """
 
 
-def _torch_rows(seeds: list[int], n: int) -> torch.Tensor:
-    """The codes as PyTorch draws them (the reference the probe compares with)."""
-    words = torch.empty(len(seeds), (n + 3) // 4, dtype=torch.int64)
-    g = torch.Generator()
+def torch_rows(seeds: list[int], n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The codes as PyTorch draws them, a seeding and a ``random_`` per row: what runs where the
+    loop does not (another device, no library), and the reference its probe compares with."""
+    words = torch.empty(len(seeds), (n + 3) // 4, dtype=torch.int64, device=device)
+    g = torch.Generator(device=device)
     for j, seed in enumerate(seeds):
         g.manual_seed(seed)
         words[j].random_(-(1 << 63), None, generator=g)
@@ -98,7 +99,7 @@ def _probe(so: ctypes.CDLL) -> None:
     that end inside a word and that cross the generator's 624-output blocks."""
     seeds = [0, 1, 5489, (1 << 32) + 7, (1 << 63) - 25]
     for n in (1, 6, 1249, 2501):
-        if not torch.equal(_call(so, seeds, n), _torch_rows(seeds, n)):
+        if not torch.equal(_call(so, seeds, n), torch_rows(seeds, n)):
             raise OSError("the compiled dither does not draw what torch.Generator draws")
 
 
@@ -121,4 +122,4 @@ def dither_rows(seeds: list[int], n: int, device: torch.device) -> torch.Tensor 
     return _call(LIBRARY.lib, seeds, n)
 
 
-__all__ = ["LIBRARY", "dither_rows"]
+__all__ = ["LIBRARY", "dither_rows", "torch_rows"]

@@ -96,12 +96,7 @@ def _dither_rows(ks: list[int], call: int, n: int, device: torch.device) -> torc
     draws every row (:mod:`decent8.dither_kernel`, the same codes)."""
     seeds = [_draw_seed(key, call) for key in ks]
     fast = dither_kernel.dither_rows(seeds, n, device)
-    if fast is not None:
-        return fast
-    words = torch.empty(len(ks), (n + 3) // 4, dtype=torch.int64, device=device)
-    for j, key in enumerate(ks):
-        words[j].random_(-(1 << 63), None, generator=_seeded(key, call, device))
-    return words.view(torch.int16)[:, :n]
+    return fast if fast is not None else dither_kernel.torch_rows(seeds, n, device)
 
 
 def draw_dither_rows(like: torch.Tensor, node_dim: int) -> torch.Tensor | None:

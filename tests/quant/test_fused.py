@@ -296,3 +296,22 @@ def test_q_b_does_not_depend_on_which_zero_a_range_reports(stochastic, mode):
         finally:
             fused.set_fused(previous)
     assert torch.equal(outs[0].view(torch.int32), outs[1].view(torch.int32))
+
+
+def test_8bit_steps_reading_codes_in_memory_order_are_the_eager_passes_with_dropout_and_a_user_loss(monkeypatch):
+    """A two-convolution model with dropout and a user-defined loss on a vmap chunk: its second
+    convolution's tensors take the codes-in-memory-order path of the C loop, and the two 8-bit
+    steps are bitwise the eager passes' (which draw the same codes as floats)."""
+    taken = []
+    real = fused.codes_layout
+
+    def spy(x, mn, mx, node_dim):
+        got = real(x, mn, mx, node_dim)
+        taken.append(got is not None and got[0] is not x)
+        return got
+
+    monkeypatch.setattr(fused, "codes_layout", spy)
+    extra = ("loss=tests.equivalence_models:smoothed_cross_entropy",)
+    eager, c_loop = _both(lambda: _steps("tests.equivalence_models:make_two_conv_drop", ("vmap", 4), 2, extra))
+    assert any(taken)                       # the permuted path ran
+    assert torch.equal(eager, c_loop)
